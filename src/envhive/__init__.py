@@ -1,0 +1,57 @@
+"""envhive: step many reinforcement-learning environments as one batch.
+
+One pool API over every way of running envs (serial, threads, processes, native kernels),
+gymnasium's vector API and EnvPool's async ``send``/``recv`` on the same object, and exact
+autoreset semantics (``next_step``, ``same_step``, ``disabled``) written once for all of them.
+
+Examples:
+    >>> import envhive
+    >>> with envhive.make("CartPole-v1", num_envs=4, seed=0) as env:
+    ...     obs, info = env.reset()
+    ...     obs, rew, term, trunc, info = env.step(env.action_space.sample())
+    ...     rew.shape
+    (4,)
+"""
+
+from __future__ import annotations
+
+from gymnasium.vector import AutoresetMode
+
+from envhive._make import make
+from envhive._registry import list_envs, register
+from envhive._vector_env import VectorEnv
+from envhive.errors import (
+    ActionError,
+    ClosedError,
+    ConfigError,
+    EnvhiveError,
+    EnvWorkerError,
+    InvalidStateError,
+    NothingPendingError,
+    PendingCallError,
+    ResetNeededError,
+    SpaceMismatchError,
+    UnknownEnvError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "make",
+    "VectorEnv",
+    "AutoresetMode",
+    "register",
+    "list_envs",
+    "EnvhiveError",
+    "ConfigError",
+    "UnknownEnvError",
+    "SpaceMismatchError",
+    "ActionError",
+    "InvalidStateError",
+    "ClosedError",
+    "PendingCallError",
+    "NothingPendingError",
+    "ResetNeededError",
+    "EnvWorkerError",
+    "__version__",
+]

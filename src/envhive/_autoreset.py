@@ -1,0 +1,83 @@
+"""Autoreset policy: the only place the three modes are written down.
+
+Executors report raw transitions; these pure functions decide which op each env gets next and
+how a finished transition is presented. See ``docs/semantics.md`` for the table of modes.
+
+* ``next_step`` (gymnasium's default): an env whose episode ended is reset on the *next*
+  ``step``; that step returns the reset observation with reward 0 and both flags False, and
+  ignores the action.
+* ``same_step``: an env whose episode ends is reset in the *same* step; the step returns the
+  reset observation, and the terminal one is in ``info["final_obs"]`` (with ``final_info``).
+* ``disabled``: envs are never reset behind your back; stepping an ended env is an error until
+  you reset it with ``reset(options={"reset_mask": mask})`` (or ``async_reset(env_ids)``).
+
+Examples:
+    >>> parse_autoreset("same_step")
+    <AutoresetMode.SAME_STEP: 'SameStep'>
+    >>> plan_ops(AutoresetMode.NEXT_STEP, np.array([False, True])).tolist()
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from envhive.errors import ConfigError
+from envhive.executors._base import Op
+
+__all__ = ["AutoresetMode", "parse_autoreset", "plan_ops", "keeps_ended_state"]
+
+_BY_NAME = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+
+def parse_autoreset(mode: Any) -> AutoresetMode:
+    """Accept ``"next_step"``/``"same_step"``/``"disabled"``, gymnasium's names or the enum.
+
+    Examples:
+        >>> parse_autoreset(AutoresetMode.DISABLED) is parse_autoreset("Disabled")
+        True
+    """
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        if mode in _BY_NAME:
+            return _BY_NAME[mode]
+        for member in AutoresetMode:
+            if mode == member.value:
+                return member
+    raise ConfigError(
+        f"unknown autoreset mode {mode!r}: expected one of {sorted(_BY_NAME)} "
+        "or a gymnasium.vector.AutoresetMode"
+    )
+
+
+_STEP = np.int8(Op.STEP)
+_RESET = np.int8(Op.RESET)
+
+
+def plan_ops(mode: AutoresetMode, ended: np.ndarray) -> np.ndarray | int:
+    """The op for each env about to be stepped, given whether its episode has ended.
+
+    ``ended`` is only ever True in next_step mode when this is called: same_step never leaves an
+    env in an ended state, and disabled mode refuses to step ended envs before planning.
+    """
+    if mode is AutoresetMode.SAME_STEP:
+        return int(Op.STEP_RESET)
+    if mode is AutoresetMode.NEXT_STEP and ended.any():
+        return np.where(ended, _RESET, _STEP)
+    return int(Op.STEP)
+
+
+def keeps_ended_state(mode: AutoresetMode) -> bool:
+    """Whether an env whose episode ended stays in that state until the next op.
+
+    False for same_step, where the executor already reset it within the same op.
+    """
+    return mode is not AutoresetMode.SAME_STEP

@@ -1,0 +1,132 @@
+"""``envhive.make``: resolve what to run, how to run it, and build the pool and its frontend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envhive._autoreset import parse_autoreset
+from envhive._pool import Pool
+from envhive._registry import EnvFactoryFromCallable, resolve_id
+from envhive._vector_env import VectorEnv
+from envhive.errors import ConfigError
+from envhive.executors import Executor, resolve_executor
+
+__all__ = ["make"]
+
+_INSTANCE_HINT = (
+    "got an environment instance ({name}); envhive builds envs itself, inside the executor's "
+    "workers, so pass a factory instead: envhive.make(lambda: {name}(...), num_envs=...). "
+    "That also lets process workers run envs that cannot be pickled."
+)
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{what}: expected a positive int, got {value!r}")
+    return int(value)
+
+
+def _wrap(fn: Callable[..., gym.Env], kwargs: dict[str, Any] | None, steps: int | None) -> Callable[[], gym.Env]:
+    if not kwargs and steps is None:
+        return fn
+    return EnvFactoryFromCallable(fn, dict(kwargs or {}), steps)
+
+
+def _resolve_envs(
+    env: Any, num_envs: int, env_kwargs: dict[str, Any] | None, max_episode_steps: int | None
+) -> tuple[list[Callable[[], gym.Env]], str]:
+    if isinstance(env, str):
+        factory, name = resolve_id(env, env_kwargs, max_episode_steps)
+        return [factory] * num_envs, name
+    if isinstance(env, gym.Env):
+        raise ConfigError(_INSTANCE_HINT.format(name=type(env.unwrapped).__name__))
+    if isinstance(env, Sequence):
+        if not env:
+            raise ConfigError("env: expected at least one factory, got an empty list")
+        if num_envs not in (1, len(env)):
+            raise ConfigError(f"num_envs={num_envs} but {len(env)} factories were given")
+        for i, fn in enumerate(env):
+            if isinstance(fn, gym.Env):
+                raise ConfigError(f"env[{i}]: " + _INSTANCE_HINT.format(name=type(fn.unwrapped).__name__))
+            if not callable(fn):
+                raise ConfigError(f"env[{i}]: expected a zero-argument factory, got {type(fn).__name__}")
+        first = getattr(env[0], "__name__", type(env[0]).__name__)
+        return [_wrap(fn, env_kwargs, max_episode_steps) for fn in env], f"[{first}, ...]"
+    if callable(env):
+        name = getattr(env, "__name__", type(env).__name__)
+        return [_wrap(env, env_kwargs, max_episode_steps)] * num_envs, name
+    raise ConfigError(
+        f"env: expected a registered id, a zero-argument factory or a list of factories, "
+        f"got {type(env).__name__}"
+    )
+
+
+def make(
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: str | Any = "next_step",
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+) -> VectorEnv:
+    """Make a batch of ``num_envs`` envs, stepped as one.
+
+    Args:
+        env: an id registered with envhive or gymnasium (``"CartPole-v1"``, ``"Ant-v5"``), a
+            zero-argument factory, or a list of factories (one env each; spaces must match).
+        num_envs: how many envs (ignored for a list of factories, except that it must match).
+        executor: ``"auto"`` (the best available; ``repr`` says which), a registered name such
+            as ``"serial"``, or an :class:`envhive.executors.Executor` instance.
+        num_workers: workers for parallel executors (``None``: the executor decides).
+        batch_size: envs per ``recv()`` in async use; ``None`` means ``num_envs``.
+        autoreset: ``"next_step"`` (gymnasium's default), ``"same_step"`` or ``"disabled"``
+            (or a ``gymnasium.vector.AutoresetMode``). See ``docs/semantics.md``.
+        seed: seeds for the first reset: an int ``s`` gives env ``i`` the seed ``s + i``;
+            a list gives one seed per env. Also seeds ``action_space`` sampling.
+        env_kwargs: keyword arguments for each env (``gymnasium.make`` kwargs for an id).
+        max_episode_steps: a time limit (truncation) per episode.
+        copy: ``True`` returns fresh arrays; ``False`` returns views into the pool's buffers,
+            valid until the next call, so that no step allocates arrays.
+
+    Returns:
+        An :class:`envhive.VectorEnv`.
+
+    Raises:
+        envhive.UnknownEnvError: the id is not registered (close matches are suggested).
+        envhive.ConfigError: any other argument is not acceptable.
+        envhive.SpaceMismatchError: the envs' spaces differ.
+
+    Examples:
+        >>> import envhive
+        >>> env = envhive.make("CartPole-v1", num_envs=8, seed=0)
+        >>> env
+        envhive.VectorEnv('CartPole-v1', num_envs=8, executor='serial (auto)', autoreset='next_step')
+        >>> obs, info = env.reset()
+        >>> obs.shape
+        (8, 4)
+        >>> env.close()
+    """
+    mode = parse_autoreset(autoreset)
+    num_envs = _positive_int(num_envs, "num_envs")
+    if num_workers is not None:
+        num_workers = _positive_int(num_workers, "num_workers")
+    if max_episode_steps is not None:
+        max_episode_steps = _positive_int(max_episode_steps, "max_episode_steps")
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
+    factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
+    runner, auto = resolve_executor(executor, len(factories), num_workers)
+    pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy)
+    vec = VectorEnv(pool, name=name, chosen_by_auto=auto)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        vec.action_space.seed(int(seed))
+    return vec

@@ -1,0 +1,453 @@
+"""The pool: buffers, the state machine, and autoreset, above any executor.
+
+Everything that must mean the same on every executor lives here: validation of actions, the
+per-env state machine (idle → pending → ready → idle), which op each env gets (autoreset), how
+infos are batched, and what is returned (views or copies). Sync ``step``/``reset`` are the async
+primitives (send everything, receive everything) with outputs in env order.
+
+Per-env state:
+
+* ``IDLE``: may be sent. ``PENDING``: sent, its op is running. ``READY``: its op finished and
+  the result waits in the buffers for ``recv``.
+* ``started``: reset at least once. ``ended``: its last transition ended the episode and it
+  has not been reset since (never true in same_step mode). ``broken``: its last op raised; it
+  must be reset before it is stepped again.
+
+Examples:
+    >>> import envhive
+    >>> env = envhive.make("CartPole-v1", num_envs=4, batch_size=2, seed=0)
+    >>> env.async_reset()
+    >>> obs, rew, term, trunc, info = env.recv()
+    >>> obs.shape, info["env_id"].tolist()
+    ((2, 4), [0, 1])
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from envhive._autoreset import keeps_ended_state, plan_ops
+from envhive._infos import add_info
+from envhive._spaces import codec_for, tree_map
+from envhive.errors import (
+    ActionError,
+    ClosedError,
+    ConfigError,
+    NothingPendingError,
+    PendingCallError,
+    ResetNeededError,
+    SpaceMismatchError,
+)
+from envhive.executors._base import Buffers, Completion, EnvFactory, Executor, Op
+
+__all__ = ["Pool", "normalize_seeds"]
+
+IDLE, PENDING, READY = 0, 1, 2
+Transition = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+
+
+def normalize_seeds(seed: Any, n: int) -> list[int | None]:
+    """``None`` → no seeds; an int ``s`` → ``s + i`` for env ``i``; a sequence → one per env.
+
+    Examples:
+        >>> normalize_seeds(7, 3)
+        [7, 8, 9]
+        >>> normalize_seeds([1, None], 2)
+        [1, None]
+    """
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        seeds: list[Any] = [int(seed) + i for i in range(n)]
+    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        if len(seed) != n:
+            raise ConfigError(f"seed: expected {n} seeds (one per env), got {len(seed)}")
+        seeds = list(seed)
+    else:
+        raise ConfigError(
+            f"seed: expected None, an int or a list of {n} ints, got {type(seed).__name__}"
+        )
+    for i, s in enumerate(seeds):
+        if s is None:
+            continue
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ConfigError(f"seed for env {i}: expected a non-negative int or None, got {s!r}")
+        seeds[i] = int(s)
+    return seeds
+
+
+class Pool:
+    """A batch of envs run by one executor, with one autoreset policy.
+
+    Frontends (the gymnasium ``VectorEnv``, EnvPool-style send/recv, ...) are thin layers over
+    this class. It is not meant to be built directly: use :func:`envhive.make`.
+
+    Args:
+        factories: one zero-argument env factory per env.
+        executor: runs the envs (not yet launched).
+        autoreset: the autoreset mode.
+        batch_size: how many envs ``recv`` returns (``None``: all).
+        seed: seeds for the first reset (see :func:`normalize_seeds`).
+        copy: return copies (True) or views into the pool's buffers (False).
+    """
+
+    def __init__(
+        self,
+        factories: Sequence[EnvFactory],
+        executor: Executor,
+        *,
+        autoreset: AutoresetMode,
+        batch_size: int | None = None,
+        seed: Any = None,
+        copy: bool = True,
+    ) -> None:
+        n = len(factories)
+        if batch_size is None:
+            batch_size = n
+        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
+            raise ConfigError(f"batch_size: expected an int in [1, num_envs={n}], got {batch_size!r}")
+        self.num_envs = n
+        self.batch_size = int(batch_size)
+        self.autoreset = autoreset
+        self.copy = bool(copy)
+        self._initial_seeds: list[int | None] | None = normalize_seeds(seed, n)
+        self.executor = executor
+        self.closed = False
+        props = executor.launch(factories)
+        try:
+            self._check_spaces(props)
+            first = props[0]
+            self.props = first
+            self.observation_space = first.observation_space
+            self.action_space = first.action_space
+            obs_codec = codec_for(self.observation_space)
+            self._act_codec = codec_for(self.action_space)
+            self.buffers = Buffers.allocate(
+                n,
+                obs_codec,
+                self._act_codec,
+                executor.allocate,
+                with_final_obs=autoreset is AutoresetMode.SAME_STEP,
+            )
+            executor.bind(self.buffers)
+        except BaseException:
+            executor.close()
+            raise
+        self._all = np.arange(n)
+        self._status = np.zeros(n, np.int8)
+        self._sent_op = np.zeros(n, np.int8)
+        self._started = np.zeros(n, np.bool_)
+        self._ended = np.zeros(n, np.bool_)
+        self._broken = np.zeros(n, np.bool_)
+        self._in_flight = 0
+        self._ready: collections.deque[int] = collections.deque()
+        self._infos: dict[int, dict[str, Any]] = {}
+        self._final_infos: dict[int, dict[str, Any]] = {}
+        self._errors: dict[int, Any] = {}
+        #: Number of ``env.step`` calls made so far (resets are not steps).
+        self.env_steps = 0
+        # Preallocated gather targets so that recv() with copy=False allocates no arrays.
+        k = self.batch_size
+        self._recv_obs = obs_codec.allocate(k)
+        self._recv_reward = np.zeros(k, np.float64)
+        self._recv_term = np.zeros(k, np.bool_)
+        self._recv_trunc = np.zeros(k, np.bool_)
+
+    # ------------------------------------------------------------------ checks
+    def _check_spaces(self, props: list[Any]) -> None:
+        first = props[0]
+        for j, p in enumerate(props[1:], start=1):
+            for what in ("observation_space", "action_space"):
+                got, want = getattr(p, what), getattr(first, what)
+                if got != want:
+                    raise SpaceMismatchError(
+                        f"env {j} has {what} {got}, expected {want} (the {what} of env 0): "
+                        "all envs of a pool must share both spaces"
+                    )
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedError("the pool is closed: make a new one with envhive.make()")
+
+    def _check_sync(self, what: str) -> None:
+        self._check_open()
+        if self._in_flight or self._ready:
+            raise PendingCallError(
+                f"{what}() called while {self._in_flight} sent env(s) are pending and "
+                f"{len(self._ready)} are ready but not received: call recv() until every sent "
+                "env is received before using synchronous calls"
+            )
+
+    def _check_idle(self, ids: np.ndarray, what: str) -> None:
+        busy = self._status[ids] != IDLE
+        if busy.any():
+            i = int(ids[np.argmax(busy)])
+            state = "pending" if self._status[i] == PENDING else "ready but not received"
+            raise PendingCallError(
+                f"{what}: env {i} is {state}; recv() it before sending it again"
+            )
+
+    def _check_steppable(self, ids: np.ndarray) -> None:
+        bad = ~self._started[ids] | self._broken[ids]
+        if self.autoreset is AutoresetMode.DISABLED:
+            bad |= self._ended[ids]
+        if not bad.any():
+            return
+        i = int(ids[np.argmax(bad)])
+        if not self._started[i]:
+            why = "has not been reset yet: call reset() (or async_reset()) first"
+        elif self._broken[i]:
+            why = "raised during its last call: reset it before stepping it again"
+        else:
+            flag = "terminated" if self.buffers.terminated[i] else "truncated"
+            why = (
+                f"ended its episode ({flag}) and autoreset is disabled: reset it with "
+                "reset(options={'reset_mask': mask}) or async_reset(env_ids) before stepping it"
+            )
+        raise ResetNeededError(f"env {i} {why}; nothing was stepped")
+
+    def _env_ids(self, env_id: Any) -> np.ndarray:
+        if env_id is None:
+            return self._all
+        ids = np.asarray(env_id)
+        if ids.ndim == 0:
+            ids = ids.reshape(1)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise ConfigError(f"env_id: expected a 1-d array of int env ids, got {env_id!r}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise ConfigError(f"env_id: expected ids in [0, {self.num_envs}), got {ids.tolist()}")
+        if np.unique(ids).size != ids.size:
+            raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
+        return ids.astype(np.int64, copy=False)
+
+    def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
+        batch, err = self._act_codec.validate(actions, ids.size)
+        if err is None:
+            return batch
+        pos = err.split("[", 1)[1].split("]", 1)[0] if " at [" in err else ""
+        where = f" (env {int(ids[int(pos)])})" if pos.isdigit() else ""
+        raise ActionError(f"invalid actions{where}: {err}; nothing was stepped")
+
+    # ------------------------------------------------------------------ core moves
+    def _dispatch(
+        self,
+        ids: np.ndarray,
+        ops: np.ndarray | int,
+        seeds: list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        b = self.buffers
+        b.ops[ids] = ops
+        if seeds is None:
+            b.has_seed[ids] = False
+        else:
+            for i, s in zip(ids.tolist(), seeds):
+                b.has_seed[i] = s is not None
+                b.seeds[i] = 0 if s is None else s
+        self._sent_op[ids] = ops
+        self._status[ids] = PENDING
+        self._in_flight += ids.size
+        self.executor.send(ids, options)
+
+    def _collect(self, min_count: int) -> None:
+        """Receive completions until ``min_count`` more envs are ready (or an env failed)."""
+        while min_count > 0 and self._in_flight and not self._errors:
+            min_count -= self._absorb(self.executor.recv(min_count))
+        self._raise_errors()
+
+    def _absorb(self, done: Completion) -> int:
+        b = self.buffers
+        if done.errors:
+            bad = np.fromiter(done.errors, np.int64)
+            self._status[bad] = IDLE
+            self._broken[bad] = True
+            self._in_flight -= bad.size
+            self._errors.update(done.errors)
+        ids = np.asarray(done.env_ids, dtype=np.int64)
+        if ids.size:
+            self._in_flight -= ids.size
+            self._status[ids] = READY
+            self._ready.extend(done.env_ids)
+            ops = self._sent_op[ids]
+            self.env_steps += int(np.count_nonzero(ops != Op.RESET))
+            self._started[ids] = True
+            self._broken[ids] = False
+            if keeps_ended_state(self.autoreset):
+                self._ended[ids] = b.terminated[ids] | b.truncated[ids]
+            self._infos.update(done.infos)
+            self._final_infos.update(done.final_infos)
+        return int(ids.size)
+
+    def _raise_errors(self) -> None:
+        # Raised only after the bookkeeping, so the pool stays consistent and usable.
+        if self._errors:
+            errors, self._errors = self._errors, {}
+            raise errors[min(errors)]
+
+    def _drain_all(self) -> None:
+        """Sync calls: wait for every pending env, then hand them all back as received.
+
+        If an env failed, the others' transitions are dropped with it (the call raises), but
+        every env is idle again, so the pool stays usable.
+        """
+        while self._in_flight:
+            self._absorb(self.executor.recv(self._in_flight))
+        for i in self._ready:
+            self._status[i] = IDLE
+            if self._errors:
+                self._infos.pop(i, None)
+                self._final_infos.pop(i, None)
+        self._ready.clear()
+        self._raise_errors()
+
+    def _batch_infos(self, ids: Sequence[int], n: int) -> dict[str, Any]:
+        infos: dict[str, Any] = {}
+        if not self._infos and not self._final_infos:
+            return infos
+        same_step = self.autoreset is AutoresetMode.SAME_STEP
+        codec, final_obs = self.buffers.obs_codec, self.buffers.final_obs
+        for pos, i in enumerate(ids):
+            if same_step and i in self._final_infos:
+                final = {"final_obs": codec.single(final_obs, i), "final_info": self._final_infos.pop(i)}
+                add_info(infos, final, pos, n)
+            info = self._infos.pop(i, None)
+            if info:
+                add_info(infos, info, pos, n)
+        return infos
+
+    def _full_outputs(self) -> Any:
+        obs = self.buffers.obs
+        return tree_map(np.copy, obs) if self.copy else obs
+
+    # ------------------------------------------------------------------ sync API
+    def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset all envs (or those in ``options["reset_mask"]``); see ``VectorEnv.reset``."""
+        self._check_sync("reset")
+        options = dict(options) if options else None
+        ids = self._all
+        if options is not None and "reset_mask" in options:
+            ids = self._mask_ids(options.pop("reset_mask"))
+        seeds = self._take_seeds(seed)
+        self._dispatch(ids, int(Op.RESET), [seeds[i] for i in ids.tolist()], options or None)
+        self._drain_all()
+        return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs)
+
+    def step(self, actions: Any) -> Transition:
+        """Step every env with its action; see ``VectorEnv.step``."""
+        self._check_sync("step")
+        ids = self._all
+        batch = self._validated_actions(actions, ids)
+        self._check_steppable(ids)
+        self._put_actions(slice(None), batch)
+        ops = plan_ops(self.autoreset, self._ended)
+        self._dispatch(ids, ops)
+        self._drain_all()
+        b = self.buffers
+        infos = self._batch_infos(range(self.num_envs), self.num_envs)
+        if self.copy:
+            return self._full_outputs(), b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
+        return b.obs, b.reward, b.terminated, b.truncated, infos
+
+    def _mask_ids(self, mask: Any) -> np.ndarray:
+        n = self.num_envs
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
+            got = f"{type(mask).__name__} {getattr(mask, 'dtype', '')} {getattr(mask, 'shape', '')}"
+            raise ConfigError(f"options['reset_mask']: expected a bool array of shape ({n},), got {got}")
+        if not mask.any():
+            raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
+        return np.flatnonzero(mask)
+
+    def _take_seeds(self, seed: Any) -> list[int | None]:
+        seeds = normalize_seeds(seed, self.num_envs)
+        if seed is None and self._initial_seeds is not None:
+            seeds = self._initial_seeds
+        # make(seed=...) seeds the first reset only; later resets continue each env's RNG.
+        self._initial_seeds = None
+        return seeds
+
+    def _put_actions(self, where: slice | np.ndarray, batch: Any) -> None:
+        acts = self.buffers.actions
+        if type(acts) is np.ndarray:
+            acts[where] = batch
+        else:
+            tree_map(lambda buf, a: buf.__setitem__(where, a), acts, batch)
+
+    # ------------------------------------------------------------------ async API
+    def async_reset(
+        self, env_id: Any = None, seed: Any = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Start resetting ``env_id`` (default: all envs); results come from ``recv``."""
+        self._check_open()
+        ids = self._env_ids(env_id)
+        self._check_idle(ids, "async_reset")
+        seeds = self._take_seeds(seed)
+        self._dispatch(ids, int(Op.RESET), [seeds[i] for i in ids.tolist()], options or None)
+
+    def send(self, actions: Any, env_id: Any = None) -> None:
+        """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
+        self._check_open()
+        ids = self._env_ids(env_id)
+        self._check_idle(ids, "send")
+        batch = self._validated_actions(actions, ids)
+        self._check_steppable(ids)
+        self._put_actions(ids, batch)
+        self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids]))
+
+    def recv(self) -> Transition:
+        """Return the first ``batch_size`` envs to finish, with ``info["env_id"]``."""
+        self._check_open()
+        k = self.batch_size
+        if len(self._ready) + self._in_flight < k:
+            raise NothingPendingError(
+                f"recv() returns batches of {k} envs but only {self._in_flight} are pending and "
+                f"{len(self._ready)} ready: send() actions or async_reset() first"
+            )
+        if len(self._ready) < k:
+            self._collect(k - len(self._ready))
+        ids = np.array([self._ready.popleft() for _ in range(k)], dtype=np.int64)
+        self._status[ids] = IDLE
+        b = self.buffers
+        infos = self._batch_infos(ids.tolist(), k)
+        infos["env_id"] = ids.astype(np.int32)
+        if self.copy:
+            obs = tree_map(lambda a: a[ids], b.obs)
+            return obs, b.reward[ids], b.terminated[ids], b.truncated[ids], infos
+        take = lambda a, out: np.take(a, ids, axis=0, out=out)  # noqa: E731
+        obs = tree_map(take, b.obs, self._recv_obs)
+        return (
+            obs,
+            take(b.reward, self._recv_reward),
+            take(b.terminated, self._recv_term),
+            take(b.truncated, self._recv_trunc),
+            infos,
+        )
+
+    # ------------------------------------------------------------------ env access
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call (or read) ``name`` on every env; see ``VectorEnv.call``."""
+        self._check_sync("call")
+        return tuple(self.executor.call(name, args, kwargs))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every env: one value per env, or one value for all."""
+        self._check_sync("set_attr")
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ConfigError(f"set_attr({name!r}): expected {self.num_envs} values, got {len(values)}")
+        self.executor.set_attr(name, list(values))
+
+    def close(self) -> None:
+        """Close the executor and every env. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._ready.clear()
+        self._in_flight = 0
+        self.executor.close()

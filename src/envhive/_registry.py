@@ -1,0 +1,151 @@
+"""Environment ids: envhive's own registry, falling back to gymnasium's.
+
+An id resolves to a zero-argument factory that builds one env. Factories are small picklable
+objects (not lambdas) so that process executors can ship them to workers with cloudpickle and
+build the env there.
+
+Examples:
+    >>> import envhive
+    >>> "CartPole-v1" in envhive.list_envs()
+    True
+    >>> envhive.register("envhive-test/Counting-v0", "envhive.testing:CountingEnv")
+    >>> envhive.make("envhive-test/Counting-v0", num_envs=2).num_envs
+    2
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from envhive.errors import ConfigError, UnknownEnvError
+
+__all__ = ["EnvSpec", "register", "list_envs", "resolve_id", "EnvFactoryFromCallable"]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An envhive registration.
+
+    Attributes:
+        id: the id used in :func:`envhive.make`.
+        entry_point: ``"module:attr"`` or a callable returning a ``gymnasium.Env``.
+        kwargs: default keyword arguments for the entry point.
+        max_episode_steps: default time limit (``None``: none).
+    """
+
+    id: str
+    entry_point: str | Callable[..., gym.Env]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+
+
+_ENVHIVE: dict[str, EnvSpec] = {}
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., gym.Env],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+) -> None:
+    """Register an env id with envhive (it takes precedence over a gymnasium id of that name).
+
+    Examples:
+        >>> register("envhive-test/Counting-v0", "envhive.testing:CountingEnv", max_episode_steps=5)
+    """
+    _ENVHIVE[id] = EnvSpec(id, entry_point, dict(kwargs or {}), max_episode_steps)
+
+
+def list_envs() -> list[str]:
+    """Every id :func:`envhive.make` accepts: envhive's, then gymnasium's, sorted.
+
+    Examples:
+        >>> "Pendulum-v1" in list_envs()
+        True
+    """
+    return sorted(_ENVHIVE) + sorted(k for k in gym.registry if k not in _ENVHIVE)
+
+
+def _load(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:
+    if callable(entry_point):
+        return entry_point
+    module, _, attr = entry_point.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class EnvFactoryFromCallable:
+    """A picklable factory: ``fn(**kwargs)``, optionally wrapped in gymnasium's TimeLimit."""
+
+    def __init__(
+        self, fn: Callable[..., gym.Env], kwargs: dict[str, Any], max_episode_steps: int | None
+    ) -> None:
+        self.fn = fn
+        self.kwargs = kwargs
+        self.max_episode_steps = max_episode_steps
+
+    def __call__(self) -> gym.Env:
+        env = self.fn(**self.kwargs)
+        if self.max_episode_steps is not None and isinstance(env, gym.Env):
+            env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
+        return env
+
+    def __repr__(self) -> str:
+        return getattr(self.fn, "__name__", repr(self.fn))
+
+
+class GymIdFactory:
+    """A picklable factory that calls ``gymnasium.make(id, **kwargs)`` where it runs."""
+
+    def __init__(self, id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> None:
+        self.id = id
+        self.kwargs = kwargs
+        self.max_episode_steps = max_episode_steps
+
+    def __call__(self) -> gym.Env:
+        _import_plugin(self.id)
+        extra = {} if self.max_episode_steps is None else {"max_episode_steps": self.max_episode_steps}
+        return gym.make(self.id, **self.kwargs, **extra)
+
+    def __repr__(self) -> str:
+        return self.id
+
+
+# Namespaces whose envs live in a package that registers them when imported.
+_PLUGINS = {"ALE": "ale_py"}
+
+
+def _import_plugin(env_id: str) -> None:
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    module = _PLUGINS.get(namespace or "")
+    if module and env_id not in gym.registry:
+        try:
+            gym.register_envs(importlib.import_module(module))
+        except ImportError:
+            pass
+
+
+def resolve_id(
+    env_id: str, env_kwargs: dict[str, Any] | None, max_episode_steps: int | None
+) -> tuple[Callable[[], gym.Env], str]:
+    """Turn an id into (factory, display name); unknown ids raise with close matches."""
+    kwargs = dict(env_kwargs or {})
+    spec = _ENVHIVE.get(env_id)
+    if spec is not None:
+        steps = max_episode_steps if max_episode_steps is not None else spec.max_episode_steps
+        return EnvFactoryFromCallable(_load(spec.entry_point), {**spec.kwargs, **kwargs}, steps), env_id
+    _import_plugin(env_id)
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as err:
+        matches = difflib.get_close_matches(env_id, list_envs(), n=3, cutoff=0.6)
+        if matches or "not found" in str(err).lower() or "doesn't exist" in str(err).lower():
+            raise UnknownEnvError(env_id, matches) from None
+        raise ConfigError(f"env id {env_id!r}: {err}") from None
+    return GymIdFactory(env_id, kwargs, max_episode_steps), env_id

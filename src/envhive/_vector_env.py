@@ -1,0 +1,190 @@
+"""``envhive.VectorEnv``: the gymnasium vector API and the EnvPool-style async API on one object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector import VectorEnv as GymVectorEnv
+from gymnasium.vector.utils import batch_space
+
+from envhive._pool import Pool, Transition
+
+__all__ = ["VectorEnv"]
+
+_MODE_NAMES = {
+    AutoresetMode.NEXT_STEP: "next_step",
+    AutoresetMode.SAME_STEP: "same_step",
+    AutoresetMode.DISABLED: "disabled",
+}
+
+
+class VectorEnv(GymVectorEnv):
+    """A batch of envs behind gymnasium's ``VectorEnv`` API, plus EnvPool-style async calls.
+
+    Built by :func:`envhive.make`. Sync use is exactly gymnasium's (``reset``/``step``, infos
+    with ``_key`` masks, ``metadata["autoreset_mode"]``). Async use is EnvPool's:
+    ``async_reset()``, then ``recv()``/``send(actions, info["env_id"])`` in a loop; with
+    ``batch_size < num_envs``, ``recv`` returns the first ``batch_size`` envs to finish.
+
+    Examples:
+        >>> import envhive, numpy as np
+        >>> env = envhive.make("CartPole-v1", num_envs=3, seed=42)
+        >>> obs, info = env.reset()
+        >>> obs, rew, term, trunc, info = env.step(np.array([0, 1, 0]))
+        >>> obs.shape, rew.tolist()
+        ((3, 4), [1.0, 1.0, 1.0])
+        >>> env.close()
+
+        Async, two envs per batch:
+
+        >>> env = envhive.make("CartPole-v1", num_envs=4, batch_size=2, seed=0)
+        >>> env.async_reset()
+        >>> for _ in range(3):
+        ...     obs, rew, term, trunc, info = env.recv()
+        ...     env.send(np.zeros(2, dtype=np.int64), info["env_id"])
+        >>> sorted(env.recv()[4]["env_id"].tolist() + env.recv()[4]["env_id"].tolist())
+        [0, 1, 2, 3]
+        >>> env.close()
+    """
+
+    def __init__(self, pool: Pool, *, name: str, chosen_by_auto: bool = False) -> None:
+        self._pool = pool
+        self._name = name
+        self._chosen_by_auto = chosen_by_auto
+        self.num_envs = pool.num_envs
+        self.single_observation_space = pool.observation_space
+        self.single_action_space = pool.action_space
+        self.observation_space = batch_space(pool.observation_space, pool.num_envs)
+        self.action_space = batch_space(pool.action_space, pool.num_envs)
+        self.metadata = dict(pool.props.metadata)
+        self.metadata["autoreset_mode"] = pool.autoreset
+        self.render_mode = pool.props.render_mode
+        self.closed = False
+
+    # -- gymnasium API ---------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env (or, with ``options={"reset_mask": mask}``, the masked ones).
+
+        Args:
+            seed: ``None``; an int ``s`` (env ``i`` gets ``s + i``); or one seed per env.
+                Without a seed, the first reset uses ``make(seed=...)``.
+            options: passed to each env's ``reset``; the key ``reset_mask`` (bool array of
+                shape ``(num_envs,)``) selects which envs to reset.
+
+        Returns:
+            ``(obs, infos)`` for all envs (unreset envs keep their current observation).
+        """
+        return self._pool.reset(seed=seed, options=options)
+
+    def step(self, actions: Any) -> Transition:
+        """Step every env; autoreset as set by ``make(autoreset=...)``.
+
+        Args:
+            actions: a batch from ``action_space`` (one row per env).
+
+        Returns:
+            ``(obs, rewards, terminations, truncations, infos)``, batched over all envs.
+
+        Raises:
+            envhive.ActionError: the batch does not fit the action space (nothing stepped).
+            envhive.ResetNeededError: an env must be reset first (nothing stepped).
+            envhive.EnvWorkerError: an env raised; it names the env and carries its traceback.
+        """
+        return self._pool.step(actions)
+
+    def render(self) -> tuple[Any, ...]:
+        """Each env's ``render()``, in env order."""
+        return self._pool.call("render")
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` on each env (or read it, if it is not callable)."""
+        return self._pool.call(name, *args, **kwargs)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Read attribute ``name`` from each env."""
+        return self._pool.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on each env: a list/tuple gives one value per env."""
+        self._pool.set_attr(name, values)
+
+    def close(self, **kwargs: Any) -> None:
+        """Close every env and release the executor's workers and buffers. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pool.close()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Part of gymnasium's API; ``close`` does all the work."""
+        self._pool.close()
+
+    # -- EnvPool-style async API --------------------------------------------------------
+    def async_reset(
+        self,
+        env_id: Any = None,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        """Start resetting ``env_id`` (default: every env); collect the results with ``recv``.
+
+        Also the way to reset single envs in disabled autoreset mode.
+        """
+        self._pool.async_reset(env_id, seed=seed, options=options)
+
+    def send(self, actions: Any, env_id: Any = None) -> None:
+        """Start stepping envs ``env_id`` (default: every env) with ``actions`` (one row each)."""
+        self._pool.send(actions, env_id)
+
+    def recv(self) -> Transition:
+        """The first ``batch_size`` envs to finish: ``(obs, rew, term, trunc, info)``.
+
+        ``info["env_id"]`` tells which env each row is.
+        """
+        return self._pool.recv()
+
+    # -- extras -----------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """How many envs ``recv`` returns."""
+        return self._pool.batch_size
+
+    @property
+    def executor(self) -> str:
+        """The executor's name, e.g. ``"serial"``."""
+        return self._pool.executor.name
+
+    @property
+    def env_steps(self) -> int:
+        """How many env transitions have been taken (resets excluded)."""
+        return self._pool.env_steps
+
+    @property
+    def copy(self) -> bool:
+        """Whether results are copies (True) or views into the pool's buffers (False)."""
+        return self._pool.copy
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "closed", True) is False and hasattr(self, "_pool"):
+            self.close()
+
+    def __repr__(self) -> str:
+        how = self._pool.executor.describe() + (" (auto)" if self._chosen_by_auto else "")
+        mode = _MODE_NAMES[self._pool.autoreset]
+        extra = "" if self.batch_size == self.num_envs else f", batch_size={self.batch_size}"
+        closed = ", closed" if self.closed else ""
+        return (
+            f"envhive.VectorEnv({self._name!r}, num_envs={self.num_envs}, executor={how!r}, "
+            f"autoreset={mode!r}{extra}{closed})"
+        )
+

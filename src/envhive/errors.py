@@ -1,0 +1,114 @@
+"""The envhive error hierarchy.
+
+Every error envhive raises on purpose derives from :class:`EnvhiveError`. Messages say what
+was expected, what was got, and where (which env, which worker). Errors that describe bad
+arguments also derive from :class:`ValueError`/:class:`TypeError` so that generic handlers
+keep working.
+
+Examples:
+    >>> import envhive
+    >>> try:
+    ...     envhive.make("CartPole-v1", num_envs=2, autoreset="sometimes")
+    ... except envhive.ConfigError as err:
+    ...     print(type(err).__name__, isinstance(err, envhive.EnvhiveError))
+    ConfigError True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EnvhiveError",
+    "ConfigError",
+    "UnknownEnvError",
+    "SpaceMismatchError",
+    "ActionError",
+    "InvalidStateError",
+    "ClosedError",
+    "PendingCallError",
+    "NothingPendingError",
+    "ResetNeededError",
+    "EnvWorkerError",
+]
+
+
+class EnvhiveError(Exception):
+    """Base class of every error envhive raises on purpose."""
+
+
+class ConfigError(EnvhiveError, ValueError):
+    """An argument to :func:`envhive.make` or a pool method is not acceptable.
+
+    Examples: unknown autoreset mode, ``batch_size > num_envs``, a seed list of the wrong
+    length, an executor that cannot run the given envs.
+    """
+
+
+class UnknownEnvError(ConfigError):
+    """An environment id is registered neither with envhive nor with gymnasium.
+
+    Attributes:
+        env_id: the id that was asked for.
+        suggestions: close matches among the registered ids (possibly empty).
+    """
+
+    def __init__(self, env_id: str, suggestions: list[str]) -> None:
+        self.env_id = env_id
+        self.suggestions = list(suggestions)
+        hint = f" Did you mean: {', '.join(map(repr, suggestions))}?" if suggestions else ""
+        super().__init__(
+            f"Unknown environment id {env_id!r}: expected an id registered with envhive or "
+            f"gymnasium (see envhive.list_envs()).{hint}"
+        )
+
+
+class SpaceMismatchError(ConfigError):
+    """The envs of one pool do not share the same observation and action spaces."""
+
+
+class ActionError(EnvhiveError, ValueError):
+    """An action batch does not fit the action space (shape, dtype or value).
+
+    Nothing is stepped when this is raised.
+    """
+
+
+class InvalidStateError(EnvhiveError, RuntimeError):
+    """A call does not fit the pool's current state (see the pool's state machine)."""
+
+
+class ClosedError(InvalidStateError):
+    """A method was called on a pool that has been closed."""
+
+
+class PendingCallError(InvalidStateError):
+    """A synchronous call was made while asynchronous sends are still pending."""
+
+
+class NothingPendingError(InvalidStateError):
+    """``recv()`` was called but not enough envs are in flight to fill a batch."""
+
+
+class ResetNeededError(InvalidStateError):
+    """An env was stepped before its first reset, or after it ended with autoreset disabled."""
+
+
+class EnvWorkerError(EnvhiveError, RuntimeError):
+    """An environment raised (or misbehaved) while an executor was running it.
+
+    Attributes:
+        env_id: index of the env in the pool.
+        worker_traceback: the formatted traceback from where the env ran (a worker process,
+            a thread or the calling thread).
+        cause_type: the name of the original exception type.
+    """
+
+    def __init__(
+        self, message: str, *, env_id: int, worker_traceback: str = "", cause_type: str = ""
+    ) -> None:
+        self.env_id = env_id
+        self.worker_traceback = worker_traceback
+        self.cause_type = cause_type
+        text = f"env {env_id}: {message}"
+        if worker_traceback:
+            text += f"\n--- traceback from the env ---\n{worker_traceback.rstrip()}"
+        super().__init__(text)

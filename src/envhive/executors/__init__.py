@@ -1,0 +1,120 @@
+"""Executors: the ways envhive runs envs, behind one small interface.
+
+Users pick one by name in :func:`envhive.make` (``executor="serial"``, ...) or leave
+``executor="auto"``. Authors of new executors subclass :class:`Executor` and call
+:func:`register_executor`; the pool, autoreset and frontends need no change.
+
+Examples:
+    >>> from envhive.executors import available_executors
+    >>> "serial" in available_executors()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from envhive.errors import ConfigError
+from envhive.executors._base import (
+    Buffers,
+    Completion,
+    EnvFactory,
+    EnvProps,
+    EnvRunner,
+    Executor,
+    Op,
+)
+from envhive.executors._serial import SerialExecutor
+
+__all__ = [
+    "Buffers",
+    "Completion",
+    "EnvFactory",
+    "EnvProps",
+    "EnvRunner",
+    "Executor",
+    "Op",
+    "SerialExecutor",
+    "ExecutorEntry",
+    "register_executor",
+    "unregister_executor",
+    "available_executors",
+    "resolve_executor",
+]
+
+
+@dataclass(frozen=True)
+class ExecutorEntry:
+    """A registered executor.
+
+    Attributes:
+        name: the name users pass as ``executor=``.
+        build: makes an executor from ``num_envs`` and the ``make`` keyword ``num_workers``.
+        priority: ``"auto"`` picks the available executor with the highest priority.
+        available: whether its dependencies are importable here.
+    """
+
+    name: str
+    build: Callable[[int, int | None], Executor]
+    priority: int
+    available: Callable[[], bool]
+
+
+_REGISTRY: dict[str, ExecutorEntry] = {}
+
+
+def register_executor(entry: ExecutorEntry) -> None:
+    """Make an executor selectable by name (and by ``"auto"``).
+
+    Examples:
+        >>> from envhive.executors import SerialExecutor
+        >>> register_executor(ExecutorEntry("my-serial", lambda n, w: SerialExecutor(), -1, lambda: True))
+        >>> available_executors()[-1]
+        'my-serial'
+        >>> unregister_executor("my-serial")
+    """
+    _REGISTRY[entry.name] = entry
+
+
+def unregister_executor(name: str) -> None:
+    """Remove a registered executor (no error if it is not registered)."""
+    _REGISTRY.pop(name, None)
+
+
+def available_executors() -> list[str]:
+    """Names of the executors usable on this machine, best first.
+
+    Examples:
+        >>> available_executors()[-1]
+        'serial'
+    """
+    entries = sorted(_REGISTRY.values(), key=lambda e: -e.priority)
+    return [e.name for e in entries if e.available()]
+
+
+def resolve_executor(
+    executor: str | Executor, num_envs: int, num_workers: int | None
+) -> tuple[Executor, bool]:
+    """Turn ``make``'s ``executor`` argument into an executor; returns (executor, chosen_by_auto)."""
+    if isinstance(executor, Executor):
+        return executor, False
+    if not isinstance(executor, str):
+        raise ConfigError(
+            f"executor: expected a name ({', '.join(['auto', *_REGISTRY])}) or an Executor "
+            f"instance, got {type(executor).__name__}"
+        )
+    if executor == "auto":
+        name = available_executors()[0]
+        return _REGISTRY[name].build(num_envs, num_workers), True
+    entry = _REGISTRY.get(executor)
+    if entry is None:
+        raise ConfigError(
+            f"unknown executor {executor!r}: expected one of {['auto', *_REGISTRY]}"
+        )
+    if not entry.available():
+        raise ConfigError(f"executor {executor!r} is not available on this machine")
+    return entry.build(num_envs, num_workers), False
+
+
+register_executor(ExecutorEntry("serial", lambda n, w: SerialExecutor(), 0, lambda: True))

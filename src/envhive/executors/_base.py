@@ -1,0 +1,302 @@
+"""The executor interface: the one primitive every way of running envs implements.
+
+An executor runs envs and writes their raw transitions into buffers the pool owns. It never
+knows about autoreset modes: the pool tells it, per env, which *op* to perform and turns the raw
+transitions into next_step / same_step / disabled semantics. That is what makes every executor
+identical by construction.
+
+The ops:
+
+* ``STEP``: ``env.step(action)``; write obs, reward, terminated, truncated; keep the info.
+* ``RESET``: ``env.reset(seed=..., options=...)``; write obs, reward 0, flags False.
+* ``STEP_RESET``: step; if the episode ended, write the terminal obs into ``final_obs``, keep
+  the step info as the final info, then reset and write the reset obs into ``obs``. One round
+  trip instead of two, which matters once envs live in other processes.
+
+Life cycle: ``launch(factories)`` builds the envs and reports their spaces; the pool checks
+them, allocates :class:`Buffers` with ``executor.allocate`` and calls ``bind``; then any number
+of ``send``/``recv``; finally ``close``.
+"""
+
+from __future__ import annotations
+
+import enum
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from envhive._spaces import Codec, Tree
+from envhive.errors import ConfigError, EnvWorkerError
+
+__all__ = ["Op", "EnvProps", "Buffers", "Completion", "EnvRunner", "Executor", "EnvFactory"]
+
+EnvFactory = Callable[[], gym.Env]
+
+
+class Op(enum.IntEnum):
+    """What an executor does to one env on ``send`` (see the module docstring)."""
+
+    STEP = 0
+    RESET = 1
+    STEP_RESET = 2
+
+
+@dataclass
+class EnvProps:
+    """What the pool needs to know about one built env."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    metadata: dict[str, Any]
+    render_mode: str | None
+    spec: Any = None
+
+
+@dataclass
+class Buffers:
+    """The arrays the pool owns and executors write into, one slot per env.
+
+    ``ops``, ``seeds`` and ``has_seed`` are the command block the pool fills before ``send``;
+    ``actions`` holds the actions of the envs being stepped. ``final_obs`` exists only when the
+    pool may issue ``STEP_RESET``.
+    """
+
+    obs_codec: Codec
+    act_codec: Codec
+    obs: Tree
+    final_obs: Tree | None
+    actions: Tree
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    ops: np.ndarray
+    seeds: np.ndarray
+    has_seed: np.ndarray
+
+    @classmethod
+    def allocate(
+        cls,
+        n: int,
+        obs_codec: Codec,
+        act_codec: Codec,
+        alloc: Callable[[tuple[int, ...], np.dtype], np.ndarray],
+        with_final_obs: bool,
+    ) -> Buffers:
+        """Allocate every array for ``n`` envs with ``alloc`` (numpy or shared memory)."""
+        return cls(
+            obs_codec=obs_codec,
+            act_codec=act_codec,
+            obs=obs_codec.allocate(n, alloc),
+            final_obs=obs_codec.allocate(n, alloc) if with_final_obs else None,
+            actions=act_codec.allocate(n, alloc),
+            reward=alloc((n,), np.dtype(np.float64)),
+            terminated=alloc((n,), np.dtype(np.bool_)),
+            truncated=alloc((n,), np.dtype(np.bool_)),
+            ops=alloc((n,), np.dtype(np.int8)),
+            seeds=alloc((n,), np.dtype(np.int64)),
+            has_seed=alloc((n,), np.dtype(np.bool_)),
+        )
+
+
+@dataclass
+class Completion:
+    """What ``Executor.recv`` reports: which envs finished their op, and their side data.
+
+    Attributes:
+        env_ids: envs whose op finished, in completion order.
+        infos: the non-empty info dicts (the reset info after a RESET, or after a STEP_RESET
+            that ended an episode; the step info otherwise).
+        final_infos: for STEP_RESET ops that ended an episode: the step's info (maybe empty).
+        errors: envs whose op raised; their slots hold no valid transition.
+    """
+
+    env_ids: list[int] = field(default_factory=list)
+    infos: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final_infos: dict[int, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[int, EnvWorkerError] = field(default_factory=dict)
+
+    def extend(self, other: Completion) -> None:
+        """Append another completion's results to this one."""
+        self.env_ids.extend(other.env_ids)
+        self.infos.update(other.infos)
+        self.final_infos.update(other.final_infos)
+        self.errors.update(other.errors)
+
+
+def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
+    """Call a factory and check that it gave an env; errors name the env."""
+    try:
+        env = factory()
+    except Exception as err:
+        raise EnvWorkerError(
+            f"the env factory raised {type(err).__name__}: {err}",
+            env_id=env_id,
+            worker_traceback=traceback.format_exc(),
+            cause_type=type(err).__name__,
+        ) from err
+    if not isinstance(env, gym.Env):
+        raise ConfigError(
+            f"env {env_id}: the factory must return a gymnasium.Env, got {type(env).__name__}"
+        )
+    return env
+
+
+def env_props(env: gym.Env) -> EnvProps:
+    """Read what the pool needs from a built env."""
+    return EnvProps(
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        metadata=dict(env.metadata),
+        render_mode=env.render_mode,
+        spec=env.spec,
+    )
+
+
+class EnvRunner:
+    """The one worker loop: runs ops for a contiguous slice of envs, writing into buffers.
+
+    Serial, thread and process executors (and Ray actors) all run envs through this class, so
+    ops mean exactly the same thing everywhere.
+
+    Args:
+        envs: the envs of the slice.
+        first_id: the pool-wide id of ``envs[0]``.
+    """
+
+    def __init__(self, envs: Sequence[gym.Env], first_id: int) -> None:
+        self.envs = list(envs)
+        self.first_id = first_id
+        self.buffers: Buffers | None = None
+
+    def bind(self, buffers: Buffers) -> None:
+        """Attach the (possibly shared-memory) buffers the runner writes into."""
+        self.buffers = buffers
+
+    def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
+        """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``."""
+        b = self.buffers
+        assert b is not None, "bind() must come before run()"  # internal invariant
+        ops = b.ops
+        for i in env_ids:
+            env = self.envs[i - self.first_id]
+            op = ops[i]
+            try:
+                if op == Op.RESET:
+                    seed = int(b.seeds[i]) if b.has_seed[i] else None
+                    obs, info = env.reset(seed=seed, options=options)
+                    reward, term, trunc = 0.0, False, False
+                else:
+                    obs, reward, term, trunc, info = env.step(b.act_codec.read(b.actions, i))
+                    if op == Op.STEP_RESET and (term or trunc):
+                        self._write(b.final_obs, i, obs, "step")
+                        out.final_infos[i] = info
+                        obs, info = env.reset()
+                self._write(b.obs, i, obs, "reset" if op == Op.RESET else "step")
+                b.reward[i] = reward
+                b.terminated[i] = term
+                b.truncated[i] = trunc
+            except EnvWorkerError as err:
+                out.errors[i] = err
+                continue
+            except Exception as err:  # an env's bug must not take the pool down
+                out.errors[i] = EnvWorkerError(
+                    f"{'reset' if op == Op.RESET else 'step'}() raised {type(err).__name__}: {err}",
+                    env_id=i,
+                    worker_traceback=traceback.format_exc(),
+                    cause_type=type(err).__name__,
+                )
+                continue
+            if info:
+                out.infos[i] = info
+            out.env_ids.append(i)
+
+    def _write(self, buf: Tree, i: int, obs: Any, where: str) -> None:
+        b = self.buffers
+        assert b is not None
+        try:
+            b.obs_codec.write(buf, i, obs)
+        except (ValueError, TypeError) as err:
+            raise EnvWorkerError(
+                f"{where}() returned an observation that does not fit the observation space "
+                f"{b.obs_codec.space}: {err}",
+                env_id=i,
+                cause_type="ObservationError",
+            ) from None
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """``env.get_wrapper_attr(name)`` on each env, called if callable."""
+        results = []
+        for env in self.envs:
+            attr = env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        """``env.set_wrapper_attr(name, value)`` on each env of the slice."""
+        for env, value in zip(self.envs, values):
+            env.set_wrapper_attr(name, value)
+
+    def close(self) -> None:
+        """Close every env; keep going past envs whose close raises."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing must reach every env
+                pass
+        self.envs = []
+
+
+class Executor(ABC):
+    """How a pool's envs are run. Subclass this to add a way of running envs.
+
+    Implementations must: build the envs in ``launch`` (inside workers, where they have
+    workers), write raw transitions straight into the bound buffers, and report completions.
+    They must not implement autoreset: ops come from the pool.
+    """
+
+    #: The name used in ``envhive.make(executor=...)`` and in ``repr`` of a pool.
+    name: ClassVar[str] = "abstract"
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Allocate one buffer array (override to place buffers in shared memory)."""
+        return np.zeros(shape, dtype=dtype)
+
+    @abstractmethod
+    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        """Build one env per factory and return their properties, in env order."""
+
+    @abstractmethod
+    def bind(self, buffers: Buffers) -> None:
+        """Attach the pool's buffers (allocated with :meth:`allocate`)."""
+
+    @abstractmethod
+    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
+        """Start the ops written in ``buffers.ops`` for ``env_ids``; may return before they end."""
+
+    @abstractmethod
+    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+        """Wait until at least ``min_count`` sent ops have finished and report every finished one.
+
+        Each finished op is reported exactly once.
+        """
+
+    @abstractmethod
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """Call (or read) an attribute on every env; results in env order."""
+
+    @abstractmethod
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        """Set an attribute on every env (one value per env)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every env, worker and buffer. Must be idempotent."""
+
+    def describe(self) -> str:
+        """A short text for ``repr`` (e.g. ``"process, 4 workers"``)."""
+        return self.name

@@ -1,0 +1,80 @@
+"""The serial executor: every env in the calling thread. The reference for every other one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envhive.executors._base import (
+    Buffers,
+    Completion,
+    EnvFactory,
+    EnvProps,
+    EnvRunner,
+    Executor,
+    build_env,
+    env_props,
+)
+
+__all__ = ["SerialExecutor"]
+
+
+class SerialExecutor(Executor):
+    """Runs all envs in the calling thread, one after another, on ``send``.
+
+    It is the reference semantics: the conformance suite proves every other executor gives
+    the same outputs as this one.
+
+    Examples:
+        >>> import envhive
+        >>> with envhive.make("CartPole-v1", num_envs=2, executor="serial", seed=0) as env:
+        ...     obs, info = env.reset()
+        ...     obs.shape
+        (2, 4)
+    """
+
+    name = "serial"
+
+    def __init__(self) -> None:
+        self._runner: EnvRunner | None = None
+        self._done = Completion()
+
+    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        envs = []
+        try:
+            for i, factory in enumerate(factories):
+                envs.append(build_env(factory, i))
+        except BaseException:
+            for env in envs:
+                env.close()
+            raise
+        self._runner = EnvRunner(envs, first_id=0)
+        return [env_props(env) for env in envs]
+
+    def bind(self, buffers: Buffers) -> None:
+        assert self._runner is not None
+        self._runner.bind(buffers)
+
+    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
+        assert self._runner is not None
+        self._runner.run(env_ids.tolist(), options, self._done)
+
+    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+        # Every sent op already ran inside send(): hand over all of them.
+        done, self._done = self._done, Completion()
+        return done
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        assert self._runner is not None
+        return self._runner.call(name, args, kwargs)
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        assert self._runner is not None
+        self._runner.set_attr(name, values)
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
