@@ -60,19 +60,22 @@ def parse_autoreset(mode: Any) -> AutoresetMode:
 
 _STEP = np.int8(Op.STEP)
 _RESET = np.int8(Op.RESET)
+# Enum attribute access is slow on Python 3.11; plan_ops runs on every step.
+_STEP_INT, _STEP_RESET_INT = int(Op.STEP), int(Op.STEP_RESET)
 
 
-def plan_ops(mode: AutoresetMode, ended: np.ndarray) -> np.ndarray | int:
+def plan_ops(mode: AutoresetMode, ended: np.ndarray | None) -> np.ndarray | int:
     """The op for each env about to be stepped, given whether its episode has ended.
 
-    ``ended`` is only ever True in next_step mode when this is called: same_step never leaves an
-    env in an ended state, and disabled mode refuses to step ended envs before planning.
+    ``ended`` may be ``None`` when no env has ended. It only matters in next_step mode:
+    same_step never leaves an env in an ended state, and disabled mode refuses to step ended
+    envs before planning.
     """
     if mode is AutoresetMode.SAME_STEP:
-        return int(Op.STEP_RESET)
-    if mode is AutoresetMode.NEXT_STEP and ended.any():
+        return _STEP_RESET_INT
+    if mode is AutoresetMode.NEXT_STEP and ended is not None and ended.any():
         return np.where(ended, _RESET, _STEP)
-    return int(Op.STEP)
+    return _STEP_INT
 
 
 def keeps_ended_state(mode: AutoresetMode) -> bool:

@@ -26,6 +26,7 @@ Examples:
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,11 +45,13 @@ from envhive.errors import (
     ResetNeededError,
     SpaceMismatchError,
 )
-from envhive.executors._base import Buffers, Completion, EnvFactory, Executor, Op
+from envhive.executors._base import Buffers, Completion, EnvFactory, Executor, Op, as_index
 
 __all__ = ["Pool", "normalize_seeds"]
 
 IDLE, PENDING, READY = 0, 1, 2
+_RESET = int(Op.RESET)
+_POSITION = re.compile(r" at \[(\d+)\]")
 Transition = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
@@ -141,11 +144,17 @@ class Pool:
             raise
         self._all = np.arange(n)
         self._status = np.zeros(n, np.int8)
-        self._sent_op = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
         self._ended = np.zeros(n, np.bool_)
         self._broken = np.zeros(n, np.bool_)
+        # blocked = cannot be stepped now (not started, broken, or ended with autoreset off).
+        # Kept up to date whenever one of its inputs changes, so that the per-step check is a
+        # Python bool instead of three array operations.
+        self._blocked = np.ones(n, np.bool_)
+        self._any_blocked = True
+        self._any_ended = False
         self._in_flight = 0
+        self._resets_in_flight = 0
         self._ready: collections.deque[int] = collections.deque()
         self._infos: dict[int, dict[str, Any]] = {}
         self._final_infos: dict[int, dict[str, Any]] = {}
@@ -194,9 +203,9 @@ class Pool:
             )
 
     def _check_steppable(self, ids: np.ndarray) -> None:
-        bad = ~self._started[ids] | self._broken[ids]
-        if self.autoreset is AutoresetMode.DISABLED:
-            bad |= self._ended[ids]
+        if not self._any_blocked:
+            return
+        bad = self._blocked[slice(None) if ids is self._all else ids]
         if not bad.any():
             return
         i = int(ids[np.argmax(bad)])
@@ -230,8 +239,8 @@ class Pool:
         batch, err = self._act_codec.validate(actions, ids.size)
         if err is None:
             return batch
-        pos = err.split("[", 1)[1].split("]", 1)[0] if " at [" in err else ""
-        where = f" (env {int(ids[int(pos)])})" if pos.isdigit() else ""
+        found = _POSITION.search(err)
+        where = f" (env {int(ids[int(found.group(1))])})" if found else ""
         raise ActionError(f"invalid actions{where}: {err}; nothing was stepped")
 
     # ------------------------------------------------------------------ core moves
@@ -241,17 +250,29 @@ class Pool:
         ops: np.ndarray | int,
         seeds: list[int | None] | None = None,
         options: dict[str, Any] | None = None,
+        sync: bool = False,
     ) -> None:
+        """Write the command block for ``ids`` and hand it to the executor.
+
+        Sync calls skip the per-env status array: they leave no env pending, so every env is
+        idle before and after them.
+        """
         b = self.buffers
-        b.ops[ids] = ops
-        if seeds is None:
-            b.has_seed[ids] = False
+        sel = slice(None) if ids is self._all else ids
+        b.ops[sel] = ops
+        if isinstance(ops, int):
+            resets = ids.size if ops == _RESET else 0
         else:
+            resets = int(np.count_nonzero(ops == _RESET))
+        if seeds is not None:
             for i, s in zip(ids.tolist(), seeds):
                 b.has_seed[i] = s is not None
                 b.seeds[i] = 0 if s is None else s
-        self._sent_op[ids] = ops
-        self._status[ids] = PENDING
+        elif resets:
+            b.has_seed[sel] = False
+        self._resets_in_flight += resets
+        if not sync:
+            self._status[sel] = PENDING
         self._in_flight += ids.size
         self.executor.send(ids, options)
 
@@ -261,28 +282,48 @@ class Pool:
             min_count -= self._absorb(self.executor.recv(min_count))
         self._raise_errors()
 
-    def _absorb(self, done: Completion) -> int:
+    def _absorb(self, done: Completion, sync: bool = False) -> int:
         b = self.buffers
+        refresh = False
         if done.errors:
             bad = np.fromiter(done.errors, np.int64)
             self._status[bad] = IDLE
             self._broken[bad] = True
             self._in_flight -= bad.size
+            self._resets_in_flight -= int(np.count_nonzero(b.ops[bad] == _RESET))
             self._errors.update(done.errors)
-        ids = np.asarray(done.env_ids, dtype=np.int64)
-        if ids.size:
-            self._in_flight -= ids.size
-            self._status[ids] = READY
-            self._ready.extend(done.env_ids)
-            ops = self._sent_op[ids]
-            self.env_steps += int(np.count_nonzero(ops != Op.RESET))
-            self._started[ids] = True
-            self._broken[ids] = False
+            refresh = True
+        count = len(done.env_ids)
+        if count:
+            ids = as_index(done.env_ids)
+            self._in_flight -= count
+            if not sync:
+                self._status[ids] = READY
+                self._ready.extend(done.env_ids)
+            resets = 0
+            if self._resets_in_flight:
+                resets = int(np.count_nonzero(b.ops[ids] == _RESET))
+                if resets:
+                    # Only RESET reaches an unstarted or broken env, so these hold for all ids.
+                    self._resets_in_flight -= resets
+                    self._started[ids] = True
+                    self._broken[ids] = False
+                    refresh = True
+            self.env_steps += count - resets
             if keeps_ended_state(self.autoreset):
                 self._ended[ids] = b.terminated[ids] | b.truncated[ids]
-            self._infos.update(done.infos)
-            self._final_infos.update(done.final_infos)
-        return int(ids.size)
+                self._any_ended = bool(self._ended.any())
+                refresh = refresh or self.autoreset is AutoresetMode.DISABLED
+            if done.infos:
+                self._infos.update(done.infos)
+            if done.final_infos:
+                self._final_infos.update(done.final_infos)
+        if refresh:
+            np.logical_or(~self._started, self._broken, out=self._blocked)
+            if self.autoreset is AutoresetMode.DISABLED:
+                self._blocked |= self._ended
+            self._any_blocked = bool(self._blocked.any())
+        return count
 
     def _raise_errors(self) -> None:
         # Raised only after the bookkeeping, so the pool stays consistent and usable.
@@ -291,19 +332,17 @@ class Pool:
             raise errors[min(errors)]
 
     def _drain_all(self) -> None:
-        """Sync calls: wait for every pending env, then hand them all back as received.
+        """Sync calls: wait for every env sent by this call.
 
         If an env failed, the others' transitions are dropped with it (the call raises), but
         every env is idle again, so the pool stays usable.
         """
         while self._in_flight:
-            self._absorb(self.executor.recv(self._in_flight))
-        for i in self._ready:
-            self._status[i] = IDLE
-            if self._errors:
-                self._infos.pop(i, None)
-                self._final_infos.pop(i, None)
-        self._ready.clear()
+            self._absorb(self.executor.recv(self._in_flight), sync=True)
+        if self._errors:
+            # Nothing else was in flight when the sync call began: every info is this call's.
+            self._infos.clear()
+            self._final_infos.clear()
         self._raise_errors()
 
     def _batch_infos(self, ids: Sequence[int], n: int) -> dict[str, Any]:
@@ -334,7 +373,7 @@ class Pool:
         if options is not None and "reset_mask" in options:
             ids = self._mask_ids(options.pop("reset_mask"))
         seeds = self._take_seeds(seed)
-        self._dispatch(ids, int(Op.RESET), [seeds[i] for i in ids.tolist()], options or None)
+        self._dispatch(ids, _RESET, [seeds[i] for i in ids.tolist()], options or None, sync=True)
         self._drain_all()
         return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs)
 
@@ -345,8 +384,8 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(slice(None), batch)
-        ops = plan_ops(self.autoreset, self._ended)
-        self._dispatch(ids, ops)
+        ops = plan_ops(self.autoreset, self._ended if self._any_ended else None)
+        self._dispatch(ids, ops, sync=True)
         self._drain_all()
         b = self.buffers
         infos = self._batch_infos(range(self.num_envs), self.num_envs)
@@ -387,7 +426,7 @@ class Pool:
         ids = self._env_ids(env_id)
         self._check_idle(ids, "async_reset")
         seeds = self._take_seeds(seed)
-        self._dispatch(ids, int(Op.RESET), [seeds[i] for i in ids.tolist()], options or None)
+        self._dispatch(ids, _RESET, [seeds[i] for i in ids.tolist()], options or None)
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
@@ -397,7 +436,7 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(ids, batch)
-        self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids]))
+        self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
 
     def recv(self) -> Transition:
         """Return the first ``batch_size`` envs to finish, with ``info["env_id"]``."""

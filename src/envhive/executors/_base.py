@@ -33,7 +33,16 @@ import numpy as np
 from envhive._spaces import Codec, Tree
 from envhive.errors import ConfigError, EnvWorkerError
 
-__all__ = ["Op", "EnvProps", "Buffers", "Completion", "EnvRunner", "Executor", "EnvFactory"]
+__all__ = [
+    "Op",
+    "EnvProps",
+    "Buffers",
+    "Completion",
+    "EnvRunner",
+    "Executor",
+    "EnvFactory",
+    "as_index",
+]
 
 EnvFactory = Callable[[], gym.Env]
 
@@ -44,6 +53,27 @@ class Op(enum.IntEnum):
     STEP = 0
     RESET = 1
     STEP_RESET = 2
+
+
+def as_index(ids: list[int]) -> slice | list[int]:
+    """A slice when ``ids`` is an ascending contiguous run, else ``ids`` itself.
+
+    numpy indexing with a slice is several times cheaper than with a list, and sync calls
+    always address a contiguous run of envs.
+
+    Examples:
+        >>> as_index([2, 3, 4]), as_index([3, 2])
+        (slice(2, 5, None), [3, 2])
+    """
+    n = len(ids)
+    if n and ids[-1] - ids[0] + 1 == n and (n < 3 or ids == list(range(ids[0], ids[-1] + 1))):
+        if n < 2 or ids[1] > ids[0]:
+            return slice(ids[0], ids[-1] + 1)
+    return ids
+
+
+# Plain ints for the hot loop: comparing numpy/int values with IntEnum members is slow.
+_STEP, _RESET, _STEP_RESET = int(Op.STEP), int(Op.RESET), int(Op.STEP_RESET)
 
 
 @dataclass
@@ -178,42 +208,75 @@ class EnvRunner:
         self.buffers = buffers
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
-        """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``."""
+        """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``.
+
+        Rewards and flags are gathered in lists and written with one numpy call each: per-slot
+        numpy writes would cost more than a simple env's whole step.
+        """
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
-        ops = b.ops
-        for i in env_ids:
-            env = self.envs[i - self.first_id]
-            op = ops[i]
+        ids = list(env_ids)
+        index = as_index(ids)
+        ops = b.ops[index].tolist()
+        envs, first = self.envs, self.first_id
+        read, actions, write, obs_buf = b.act_codec.read, b.actions, self._write, b.obs
+        done_ids, rewards, terms, truncs = [], [], [], []
+        infos, final_infos = out.infos, out.final_infos
+        for i, op in zip(ids, ops):
             try:
-                if op == Op.RESET:
+                if op == _RESET:
                     seed = int(b.seeds[i]) if b.has_seed[i] else None
-                    obs, info = env.reset(seed=seed, options=options)
+                    obs, info = envs[i - first].reset(seed=seed, options=options)
                     reward, term, trunc = 0.0, False, False
+                    write(obs_buf, i, obs, "reset")
                 else:
-                    obs, reward, term, trunc, info = env.step(b.act_codec.read(b.actions, i))
-                    if op == Op.STEP_RESET and (term or trunc):
-                        self._write(b.final_obs, i, obs, "step")
-                        out.final_infos[i] = info
+                    env = envs[i - first]
+                    obs, reward, term, trunc, info = env.step(read(actions, i))
+                    if op == _STEP_RESET and (term or trunc):
+                        write(b.final_obs, i, obs, "step")
+                        final_infos[i] = info
                         obs, info = env.reset()
-                self._write(b.obs, i, obs, "reset" if op == Op.RESET else "step")
-                b.reward[i] = reward
-                b.terminated[i] = term
-                b.truncated[i] = trunc
+                    write(obs_buf, i, obs, "step")
             except EnvWorkerError as err:
                 out.errors[i] = err
                 continue
             except Exception as err:  # an env's bug must not take the pool down
                 out.errors[i] = EnvWorkerError(
-                    f"{'reset' if op == Op.RESET else 'step'}() raised {type(err).__name__}: {err}",
+                    f"{'reset' if op == _RESET else 'step'}() raised {type(err).__name__}: {err}",
                     env_id=i,
                     worker_traceback=traceback.format_exc(),
                     cause_type=type(err).__name__,
                 )
                 continue
             if info:
-                out.infos[i] = info
-            out.env_ids.append(i)
+                infos[i] = info
+            done_ids.append(i)
+            rewards.append(reward)
+            terms.append(term)
+            truncs.append(trunc)
+        if done_ids:
+            where = index if len(done_ids) == len(ids) else as_index(done_ids)
+            try:
+                b.reward[where] = rewards
+            except (TypeError, ValueError):
+                self._bad_rewards(done_ids, rewards, out)
+            b.terminated[where] = terms
+            b.truncated[where] = truncs
+        if out.errors:
+            done_ids = [i for i in done_ids if i not in out.errors]
+        out.env_ids.extend(done_ids)
+
+    def _bad_rewards(self, ids: list[int], rewards: list[Any], out: Completion) -> None:
+        b = self.buffers
+        assert b is not None
+        for i, r in zip(ids, rewards):
+            try:
+                b.reward[i] = r
+            except (TypeError, ValueError):
+                out.errors[i] = EnvWorkerError(
+                    f"step() returned reward {r!r}, expected a real number", env_id=i,
+                    cause_type="RewardError",
+                )
 
     def _write(self, buf: Tree, i: int, obs: Any, where: str) -> None:
         b = self.buffers

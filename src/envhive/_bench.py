@@ -1,0 +1,76 @@
+"""Throughput measurement shared by ``envhive bench`` and the scripts in ``benchmarks/``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = ["Measurement", "measure_steps", "random_actions"]
+
+
+@dataclass
+class Measurement:
+    """One throughput figure: ``steps_per_s`` env transitions per second (1 env, 1 step = 1)."""
+
+    runner: str
+    env: str
+    num_envs: int
+    steps_per_s: float
+    seconds: float
+    calls: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON output."""
+        return asdict(self)
+
+
+def random_actions(space: gym.Space, count: int, seed: int = 0) -> list[Any]:
+    """``count`` pre-sampled batches from a (batched) action space, so sampling is not timed.
+
+    Examples:
+        >>> from gymnasium.spaces import MultiDiscrete
+        >>> len(random_actions(MultiDiscrete([2, 2]), 3))
+        3
+    """
+    space.seed(seed)
+    return [space.sample() for _ in range(count)]
+
+
+def measure_steps(
+    step: Callable[[Any], Any],
+    actions: list[Any],
+    num_envs: int,
+    *,
+    seconds: float = 1.0,
+    min_calls: int = 20,
+    runner: str = "",
+    env: str = "",
+) -> Measurement:
+    """Call ``step(action_batch)`` repeatedly for about ``seconds``; report steps per second.
+
+    A short warm-up runs first and is not timed.
+
+    Examples:
+        >>> m = measure_steps(lambda a: None, [0], 4, seconds=0.01, runner="noop", env="x")
+        >>> m.calls >= 20 and m.steps_per_s > 0
+        True
+    """
+    for k in range(min(10, len(actions))):
+        step(actions[k])
+    calls, n_act = 0, len(actions)
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(10):
+            step(actions[calls % n_act])
+            calls += 1
+        now = time.perf_counter()
+        if now >= deadline and calls >= min_calls:
+            break
+    elapsed = now - start
+    return Measurement(runner, env, num_envs, calls * num_envs / elapsed, elapsed, calls)
+
