@@ -1,8 +1,7 @@
 """The ``envhive`` command: ``bench``, ``list`` and ``check``.
 
 Examples:
-    >>> main(["list", "--grep", "CartPole-v1"])
-    CartPole-v1
+    >>> main(["list", "--grep", "no-such-env-id"])
     0
 """
 

@@ -119,7 +119,8 @@ class Pool:
         self.batch_size = int(batch_size)
         self.autoreset = autoreset
         self.copy = bool(copy)
-        self._initial_seeds: list[int | None] | None = normalize_seeds(seed, n)
+        # make(seed=...) seeds each env's first reset; later resets continue the env's own RNG.
+        self._first_seeds: list[int | None] = normalize_seeds(seed, n)
         self.executor = executor
         self.closed = False
         props = executor.launch(factories)
@@ -345,13 +346,16 @@ class Pool:
             self._final_infos.clear()
         self._raise_errors()
 
-    def _batch_infos(self, ids: Sequence[int], n: int) -> dict[str, Any]:
+    def _batch_infos(self, ids: Sequence[int], n: int, by_env: bool = False) -> dict[str, Any]:
+        """Batch the kept infos of ``ids``: slot = position in ``ids``, or the env id (by_env)."""
         infos: dict[str, Any] = {}
         if not self._infos and not self._final_infos:
             return infos
         same_step = self.autoreset is AutoresetMode.SAME_STEP
         codec, final_obs = self.buffers.obs_codec, self.buffers.final_obs
         for pos, i in enumerate(ids):
+            if by_env:
+                pos = i
             if same_step and i in self._final_infos:
                 final = {"final_obs": codec.single(final_obs, i), "final_info": self._final_infos.pop(i)}
                 add_info(infos, final, pos, n)
@@ -372,10 +376,10 @@ class Pool:
         ids = self._all
         if options is not None and "reset_mask" in options:
             ids = self._mask_ids(options.pop("reset_mask"))
-        seeds = self._take_seeds(seed)
-        self._dispatch(ids, _RESET, [seeds[i] for i in ids.tolist()], options or None, sync=True)
+        seeds = self._take_seeds(seed, ids)
+        self._dispatch(ids, _RESET, seeds, options or None, sync=True)
         self._drain_all()
-        return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs)
+        return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs, by_env=True)
 
     def step(self, actions: Any) -> Transition:
         """Step every env with its action; see ``VectorEnv.step``."""
@@ -402,12 +406,16 @@ class Pool:
             raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
         return np.flatnonzero(mask)
 
-    def _take_seeds(self, seed: Any) -> list[int | None]:
-        seeds = normalize_seeds(seed, self.num_envs)
-        if seed is None and self._initial_seeds is not None:
-            seeds = self._initial_seeds
-        # make(seed=...) seeds the first reset only; later resets continue each env's RNG.
-        self._initial_seeds = None
+    def _take_seeds(self, seed: Any, ids: np.ndarray) -> list[int | None]:
+        """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed."""
+        first = self._first_seeds
+        if seed is None:
+            seeds = [first[i] for i in ids.tolist()]
+        else:
+            every = normalize_seeds(seed, self.num_envs)
+            seeds = [every[i] for i in ids.tolist()]
+        for i in ids.tolist():
+            first[i] = None
         return seeds
 
     def _put_actions(self, where: slice | np.ndarray, batch: Any) -> None:
@@ -425,8 +433,8 @@ class Pool:
         self._check_open()
         ids = self._env_ids(env_id)
         self._check_idle(ids, "async_reset")
-        seeds = self._take_seeds(seed)
-        self._dispatch(ids, _RESET, [seeds[i] for i in ids.tolist()], options or None)
+        seeds = self._take_seeds(seed, ids)
+        self._dispatch(ids, _RESET, seeds, options or None)
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
@@ -457,7 +465,8 @@ class Pool:
         if self.copy:
             obs = tree_map(lambda a: a[ids], b.obs)
             return obs, b.reward[ids], b.terminated[ids], b.truncated[ids], infos
-        take = lambda a, out: np.take(a, ids, axis=0, out=out)  # noqa: E731
+        # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
+        take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731
         obs = tree_map(take, b.obs, self._recv_obs)
         return (
             obs,

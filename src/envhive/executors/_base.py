@@ -42,6 +42,9 @@ __all__ = [
     "Executor",
     "EnvFactory",
     "as_index",
+    "build_env",
+    "build_envs",
+    "env_props",
 ]
 
 EnvFactory = Callable[[], gym.Env]
@@ -174,6 +177,35 @@ def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
             f"env {env_id}: the factory must return a gymnasium.Env, got {type(env).__name__}"
         )
     return env
+
+
+def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
+    """Build one env per factory (ids from ``first_id``); close them all if any fails.
+
+    A factory that hands out one shared instance (``lambda: env``) would make several slots
+    step the same env: that is refused with an error naming both envs.
+    """
+    envs: list[gym.Env] = []
+    seen: dict[int, int] = {}
+    try:
+        for k, factory in enumerate(factories):
+            env = build_env(factory, first_id + k)
+            if id(env) in seen:
+                raise ConfigError(
+                    f"env {first_id + k}: the factory returned the same env object as for env "
+                    f"{seen[id(env)]}; a factory must build a new env on every call "
+                    "(e.g. lambda: MyEnv(...), not lambda: env)"
+                )
+            seen[id(env)] = first_id + k
+            envs.append(env)
+    except BaseException:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - the original error matters more
+                pass
+        raise
+    return envs
 
 
 def env_props(env: gym.Env) -> EnvProps:

@@ -14,7 +14,7 @@ from envhive.executors._base import (
     EnvProps,
     EnvRunner,
     Executor,
-    build_env,
+    build_envs,
     env_props,
 )
 
@@ -42,14 +42,7 @@ class SerialExecutor(Executor):
         self._done = Completion()
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
-        envs = []
-        try:
-            for i, factory in enumerate(factories):
-                envs.append(build_env(factory, i))
-        except BaseException:
-            for env in envs:
-                env.close()
-            raise
+        envs = build_envs(factories, first_id=0)
         self._runner = EnvRunner(envs, first_id=0)
         return [env_props(env) for env in envs]
 
