@@ -91,7 +91,7 @@ def make(
         autoreset: ``"next_step"`` (gymnasium's default), ``"same_step"`` or ``"disabled"``
             (or a ``gymnasium.vector.AutoresetMode``). See ``docs/semantics.md``.
         seed: seeds for the first reset: an int ``s`` gives env ``i`` the seed ``s + i``;
-            a list gives one seed per env. Also seeds ``action_space`` sampling.
+            a list gives one seed per env. An int also seeds ``action_space`` sampling.
         env_kwargs: keyword arguments for each env (``gymnasium.make`` kwargs for an id).
         max_episode_steps: a time limit (truncation) per episode.
         copy: ``True`` returns fresh arrays; ``False`` returns views into the pool's buffers,

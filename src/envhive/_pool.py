@@ -113,7 +113,7 @@ class Pool:
         n = len(factories)
         if batch_size is None:
             batch_size = n
-        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
             raise ConfigError(f"batch_size: expected an int in [1, num_envs={n}], got {batch_size!r}")
         self.num_envs = n
         self.batch_size = int(batch_size)
@@ -372,12 +372,14 @@ class Pool:
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset all envs (or those in ``options["reset_mask"]``); see ``VectorEnv.reset``."""
         self._check_sync("reset")
-        options = dict(options) if options else None
+        # Envs get the caller's options minus reset_mask (a copy: the caller's dict is not
+        # mutated, unlike gymnasium's), possibly empty, exactly as SyncVectorEnv passes them.
+        options = dict(options) if options is not None else None
         ids = self._all
         if options is not None and "reset_mask" in options:
             ids = self._mask_ids(options.pop("reset_mask"))
         seeds = self._take_seeds(seed, ids)
-        self._dispatch(ids, _RESET, seeds, options or None, sync=True)
+        self._dispatch(ids, _RESET, seeds, options, sync=True)
         self._drain_all()
         return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs, by_env=True)
 
@@ -434,7 +436,7 @@ class Pool:
         ids = self._env_ids(env_id)
         self._check_idle(ids, "async_reset")
         seeds = self._take_seeds(seed, ids)
-        self._dispatch(ids, _RESET, seeds, options or None)
+        self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
