@@ -266,7 +266,7 @@ def test_env_instance_instead_of_factory_suggests_lambda():
     check_msg(info.value, "CountingEnv", "factory", "lambda")
     with pytest.raises(envhive.ConfigError) as info:
         envhive.make([lambda: CountingEnv(), inst])
-    check_msg(info.value, "env[1]", "CountingEnv", "lambda")
+    check_msg(info.value, "env 1", "CountingEnv", "lambda")
     wrapped = gym.make("CartPole-v1")
     with pytest.raises(envhive.ConfigError) as info:
         envhive.make(wrapped, num_envs=2)
@@ -306,7 +306,7 @@ def test_factory_that_raises_names_env(executor):
 def test_non_callable_in_factory_list():
     with pytest.raises(envhive.ConfigError) as info:
         envhive.make([lambda: CountingEnv(), 5])
-    check_msg(info.value, "env[1]", "factory", "got int")
+    check_msg(info.value, "env 1", "factory", "got int")
     with pytest.raises(envhive.ConfigError) as info:
         envhive.make([lambda: CountingEnv()] * 2, num_envs=3)
     check_msg(info.value, "num_envs=3", "2 factories")

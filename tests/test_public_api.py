@@ -44,6 +44,7 @@ EXPECTED_ALL = {
     "NothingPendingError",
     "ResetNeededError",
     "EnvWorkerError",
+    "WorkerDiedError",
     "__version__",
 }
 

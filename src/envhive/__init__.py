@@ -32,6 +32,7 @@ from envhive.errors import (
     ResetNeededError,
     SpaceMismatchError,
     UnknownEnvError,
+    WorkerDiedError,
 )
 
 __version__ = "0.1.0"
@@ -53,5 +54,6 @@ __all__ = [
     "NothingPendingError",
     "ResetNeededError",
     "EnvWorkerError",
+    "WorkerDiedError",
     "__version__",
 ]

@@ -24,6 +24,51 @@ _INSTANCE_HINT = (
 )
 
 
+def _captured_env(fn: Any) -> tuple[str, gym.Env] | None:
+    """A ``gymnasium.Env`` instance that factory ``fn`` closes over or reads from its globals.
+
+    A factory like ``lambda: env`` or ``lambda: Wrapper(env)`` would give several slots the same
+    env in one process, but an unpickled copy per worker process. Refusing it up front gives the
+    same answer on every executor.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, gym.Env):
+            return name, value
+    scope = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if isinstance(scope.get(name), gym.Env):
+            return name, scope[name]
+    return None
+
+
+def _check_factories(factories: Sequence[Any]) -> None:
+    """Refuse env instances, non-callables, and one env instance behind two envs."""
+    owners: dict[int, int] = {}
+    for i, fn in enumerate(factories):
+        if isinstance(fn, gym.Env):
+            raise ConfigError(f"env {i}: " + _INSTANCE_HINT.format(name=type(fn.unwrapped).__name__))
+        if not callable(fn):
+            raise ConfigError(f"env {i}: expected a zero-argument factory, got {type(fn).__name__}")
+        captured = _captured_env(fn)
+        if captured is None:
+            continue
+        name, instance = captured
+        first = owners.setdefault(id(instance), i)
+        if first != i:
+            raise ConfigError(
+                f"env {i}: its factory uses the same env instance {name!r} as env {first}, so the "
+                "envs would not be independent. Build the env inside the factory, "
+                "e.g. lambda: MyEnv(...)"
+            )
+
+
 def _positive_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ConfigError(f"{what}: expected a positive int, got {value!r}")
@@ -49,14 +94,11 @@ def _resolve_envs(
             raise ConfigError("env: expected at least one factory, got an empty list")
         if num_envs not in (1, len(env)):
             raise ConfigError(f"num_envs={num_envs} but {len(env)} factories were given")
-        for i, fn in enumerate(env):
-            if isinstance(fn, gym.Env):
-                raise ConfigError(f"env[{i}]: " + _INSTANCE_HINT.format(name=type(fn.unwrapped).__name__))
-            if not callable(fn):
-                raise ConfigError(f"env[{i}]: expected a zero-argument factory, got {type(fn).__name__}")
+        _check_factories(env)
         first = getattr(env[0], "__name__", type(env[0]).__name__)
         return [_wrap(fn, env_kwargs, max_episode_steps) for fn in env], f"[{first}, ...]"
     if callable(env):
+        _check_factories([env] * num_envs)
         name = getattr(env, "__name__", type(env).__name__)
         return [_wrap(env, env_kwargs, max_episode_steps)] * num_envs, name
     raise ConfigError(

@@ -28,6 +28,7 @@ __all__ = [
     "NothingPendingError",
     "ResetNeededError",
     "EnvWorkerError",
+    "WorkerDiedError",
 ]
 
 
@@ -59,6 +60,9 @@ class UnknownEnvError(ConfigError):
             f"Unknown environment id {env_id!r}: expected an id registered with envhive or "
             f"gymnasium (see envhive.list_envs()).{hint}"
         )
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.env_id, self.suggestions))
 
 
 class SpaceMismatchError(ConfigError):
@@ -108,7 +112,43 @@ class EnvWorkerError(EnvhiveError, RuntimeError):
         self.env_id = env_id
         self.worker_traceback = worker_traceback
         self.cause_type = cause_type
+        self.message = message
         text = f"env {env_id}: {message}"
         if worker_traceback:
             text += f"\n--- traceback from the env ---\n{worker_traceback.rstrip()}"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple:
+        # Keyword-only arguments defeat Exception's default pickling; errors cross processes.
+        return (
+            _rebuild_worker_error,
+            (type(self), self.message, self.env_id, self.worker_traceback, self.cause_type),
+        )
+
+
+class WorkerDiedError(EnvWorkerError):
+    """A worker process died (killed, crashed, or out of memory) while running envs.
+
+    Attributes:
+        env_id: the first env of the dead worker's slice.
+        env_ids: every env the worker ran.
+        exitcode: the process exit code (negative: killed by that signal).
+    """
+
+    def __init__(self, message: str, *, env_ids: list[int], exitcode: int | None) -> None:
+        self.env_ids = list(env_ids)
+        self.exitcode = exitcode
+        super().__init__(message, env_id=self.env_ids[0] if self.env_ids else -1)
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_died_error, (self.message, self.env_ids, self.exitcode))
+
+
+def _rebuild_died_error(message: str, env_ids: list[int], exitcode: int | None) -> WorkerDiedError:
+    return WorkerDiedError(message, env_ids=env_ids, exitcode=exitcode)
+
+
+def _rebuild_worker_error(
+    cls: type[EnvWorkerError], message: str, env_id: int, tb: str, cause: str
+) -> EnvWorkerError:
+    return cls(message, env_id=env_id, worker_traceback=tb, cause_type=cause)

@@ -1,0 +1,570 @@
+"""The process executor: any Python env, in worker processes, over shared memory.
+
+Each of ``num_workers`` processes owns a contiguous slice of envs, built inside it from
+cloudpickled factories. The pool's buffers live in shared memory, and workers write results in
+place and read their actions there. A command is a few integers in a shared control block plus
+one semaphore post. A completion is a flag plus a post back. Only infos, env errors and
+object-typed observations go through a pipe, and only when there are some.
+
+Faults: an env exception comes back as an :class:`~envhive.errors.EnvWorkerError` with the env
+id and the worker's traceback (see the pool). A dead worker is noticed within
+``_POLL_S`` of waiting on it. By default that raises :class:`~envhive.errors.WorkerDiedError`
+and shuts the executor down cleanly. With ``on_worker_failure="restart"``, the worker is
+rebuilt, and the episodes it lost are reported as truncated with ``info["worker_restarted"]``.
+A worker that exceeds ``step_timeout`` is treated like a dead one.
+
+Cleanup: ``close()``, garbage collection and interpreter exit (``weakref.finalize``) all stop
+every worker (close command, then terminate, then kill) and unlink every segment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from envhive.errors import ClosedError, ConfigError, EnvWorkerError, WorkerDiedError
+from envhive.executors._base import (
+    Buffers,
+    Completion,
+    EnvFactory,
+    EnvProps,
+    Executor,
+    Op,
+)
+from envhive.executors._shm import SharedArena
+from envhive.executors._worker import CMD_CALL, CMD_CLOSE, CMD_RUN, Control, object_leaves, worker_main
+
+__all__ = ["ProcessExecutor", "default_start_method"]
+
+_POLL_S = 0.05  # how often a blocked parent checks worker liveness and step timeouts
+_LAUNCH_TIMEOUT_S = 600.0
+_RESET = int(Op.RESET)
+_STEP_RESET = int(Op.STEP_RESET)
+
+
+def default_start_method() -> str:
+    """``forkserver`` where available, else ``spawn``.
+
+    ``fork`` is fast but copies the parent's threads' locks in whatever state they are in (torch,
+    JAX, grpc and many BLAS builds start threads), which deadlocks at random; CPython 3.12+
+    warns about it and 3.14 stops defaulting to it. ``forkserver`` forks workers from a clean
+    single-threaded server, so it is safe and still much faster to start than ``spawn``.
+    """
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Any:
+    """Start processes without making them re-import the user's ``__main__``.
+
+    spawn and forkserver children normally re-run the main script (hence the usual
+    ``if __name__ == "__main__"`` guard). envhive workers never need it: their entry point is
+    in envhive and factories travel cloudpickled by value. Hiding where ``__main__`` lives while
+    starting them makes guard-less scripts and notebooks work.
+    """
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+class _Worker:
+    """Parent-side handle of one worker process."""
+
+    def __init__(self, w: int, lo: int, hi: int) -> None:
+        self.w, self.lo, self.hi = w, lo, hi
+        self.proc: Any = None
+        self.conn: Any = None
+        self.cmd_sem: Any = None
+        self.busy: list[int] | None = None  # env ids of the running command
+        self.sent_at = 0.0
+        self.queue: list[tuple[list[int], dict[str, Any] | None]] = []
+
+
+class _Shutdown:
+    """Everything that must be released, held apart from the executor for weakref.finalize."""
+
+    def __init__(self) -> None:
+        self.workers: list[_Worker] = []
+        self.arena = SharedArena()
+        self.kind: np.ndarray | None = None
+
+    def __call__(self) -> None:
+        for wk in self.workers:
+            if wk.proc is not None and wk.proc.is_alive() and self.kind is not None:
+                try:
+                    self.kind[wk.w] = CMD_CLOSE
+                    wk.cmd_sem.release()
+                except Exception:  # noqa: BLE001 - shutdown must go on
+                    pass
+        deadline = time.monotonic() + 2.0
+        for wk in self.workers:
+            if wk.proc is not None:
+                wk.proc.join(max(0.0, deadline - time.monotonic()))
+        for wk in self.workers:
+            _stop_process(wk.proc)
+            if wk.conn is not None:
+                wk.conn.close()
+            wk.proc = wk.conn = wk.cmd_sem = None
+        self.kind = None
+        self.arena.close()
+
+
+def _stop_process(proc: Any) -> None:
+    if proc is None:
+        return
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(1.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(1.0)
+
+
+class ProcessExecutor(Executor):
+    """Runs envs in worker processes that write straight into shared-memory buffers.
+
+    Args:
+        num_workers: processes to start (default: one per CPU, at most one per env).
+        start_method: ``"forkserver"`` (default on Linux, see :func:`default_start_method`),
+            ``"spawn"`` or ``"fork"``.
+        step_timeout: seconds a worker may take for one command before it is declared hung.
+        on_worker_failure: ``"raise"`` (default) or ``"restart"``.
+        spin_s: how long waiting sides busy-poll before blocking. The default spins only
+            when there is a spare core for it.
+
+    Examples:
+        >>> import envhive
+        >>> env = envhive.make("CartPole-v1", 4, executor="process", num_workers=2, seed=0)
+        >>> env.reset()[0].shape
+        (4, 4)
+        >>> env.close()
+    """
+
+    name = "process"
+
+    def __init__(
+        self,
+        num_workers: int | None = None,
+        *,
+        start_method: str | None = None,
+        step_timeout: float | None = None,
+        on_worker_failure: str = "raise",
+        spin_s: float | None = None,
+    ) -> None:
+        if on_worker_failure not in ("raise", "restart"):
+            raise ConfigError(
+                f"on_worker_failure: expected 'raise' or 'restart', got {on_worker_failure!r}"
+            )
+        if step_timeout is not None and not step_timeout > 0:
+            raise ConfigError(f"step_timeout: expected a positive number of seconds, got {step_timeout!r}")
+        method = start_method or default_start_method()
+        if method not in mp.get_all_start_methods():
+            raise ConfigError(
+                f"start_method: expected one of {mp.get_all_start_methods()}, got {method!r}"
+            )
+        self._ctx = mp.get_context(method)
+        if method == "forkserver":
+            self._ctx.set_forkserver_preload(["envhive.executors._worker"])
+        self.start_method = method
+        self.num_workers = num_workers
+        self.step_timeout = step_timeout
+        self.on_worker_failure = on_worker_failure
+        self._spin_s = spin_s
+        self._state = _Shutdown()
+        self._finalizer = weakref.finalize(self, self._state)
+        self._closed = False
+        self._ctrl: Control | None = None
+        self._buffers: Buffers | None = None
+        self._blobs: list[bytes] = []
+        self._owner = np.zeros(0, np.int64)
+        self._lost: set[int] = set()  # envs of a restarted worker that were not running
+        self._restarted: dict[int, int] = {}  # env id -> the op it was sent before substitution
+        self._bind_payload: bytes = b""
+        self._all_ids: list[int] = []
+
+    # ------------------------------------------------------------------ launch
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._state.arena.allocate(shape, dtype)
+
+    def _slices(self, n: int) -> list[tuple[int, int]]:
+        cpus = os.cpu_count() or 1
+        k = min(self.num_workers or cpus, n)
+        base, extra = divmod(n, k)
+        bounds, lo = [], 0
+        for w in range(k):
+            hi = lo + base + (1 if w < extra else 0)
+            bounds.append((lo, hi))
+            lo = hi
+        return bounds
+
+    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        n = len(factories)
+        bounds = self._slices(n)
+        self._owner = np.concatenate([np.full(hi - lo, w) for w, (lo, hi) in enumerate(bounds)])
+        self._all_ids = list(range(n))
+        if self._spin_s is None:
+            self._spin_s = 2e-4 if len(bounds) + 1 <= (os.cpu_count() or 1) else 0.0
+        for w, (lo, hi) in enumerate(bounds):
+            try:
+                self._blobs.append(cloudpickle.dumps(list(factories[lo:hi])))
+            except Exception as err:
+                self.close()
+                raise ConfigError(
+                    f"env {lo}: the env factory cannot be serialized for a worker process "
+                    f"({type(err).__name__}: {err}). Pass a factory that builds the env, e.g. "
+                    "lambda: MyEnv(...); it may capture anything cloudpickle can serialize."
+                ) from err
+            self._state.workers.append(_Worker(w, lo, hi))
+        self._done_sem = self._ctx.Semaphore(0)
+        props: list[EnvProps] = []
+        try:
+            for wk in self._state.workers:
+                self._start(wk)
+            for wk in self._state.workers:
+                props.extend(self._handshake(wk))
+        except BaseException:
+            self.close()
+            raise
+        return props
+
+    def _start(self, wk: _Worker) -> None:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        wk.cmd_sem = self._ctx.Semaphore(0)
+        wk.proc = self._ctx.Process(
+            target=worker_main,
+            args=(wk.w, wk.lo, wk.hi, child_conn, wk.cmd_sem, self._done_sem,
+                  self._blobs[wk.w], self._spin_s),
+            name=f"envhive-worker-{wk.w}",
+            daemon=True,
+        )
+        with _main_hidden():
+            wk.proc.start()
+        child_conn.close()
+        wk.conn = parent_conn
+
+    def _handshake(self, wk: _Worker) -> list[EnvProps]:
+        deadline = time.monotonic() + _LAUNCH_TIMEOUT_S
+        while not wk.conn.poll(_POLL_S):
+            if not wk.proc.is_alive():
+                raise WorkerDiedError(
+                    f"worker {wk.w} exited with code {wk.proc.exitcode} while building envs "
+                    f"{wk.lo}..{wk.hi - 1}", env_ids=list(range(wk.lo, wk.hi)),
+                    exitcode=wk.proc.exitcode,
+                )
+            if time.monotonic() > deadline:
+                raise WorkerDiedError(
+                    f"worker {wk.w} did not build its envs within {_LAUNCH_TIMEOUT_S:.0f} s",
+                    env_ids=list(range(wk.lo, wk.hi)), exitcode=None,
+                )
+        tag, payload = cloudpickle.loads(wk.conn.recv_bytes())
+        if tag == "error":
+            raise payload
+        return payload
+
+    def bind(self, buffers: Buffers) -> None:
+        n_buffer_arrays = len(self._state.arena.specs)
+        n = len(self._owner)
+        self._ctrl = Control.allocate(len(self._state.workers), n, self._state.arena.allocate)
+        self._state.kind = self._ctrl.kind
+        specs = self._state.arena.specs
+        self._buffers = buffers
+        self._obs_objects = object_leaves(buffers.obs)
+        self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
+        self._act_objects = object_leaves(buffers.actions)
+        self._bind_payload = cloudpickle.dumps(("bind", (
+            n, len(self._state.workers), buffers.obs_codec.space, buffers.act_codec.space,
+            buffers.final_obs is not None, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
+        )))
+        try:
+            for wk in self._state.workers:
+                self._bind_worker(wk)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bind_worker(self, wk: _Worker) -> None:
+        wk.conn.send_bytes(self._bind_payload)
+        while not wk.conn.poll(_POLL_S):
+            if not wk.proc.is_alive():
+                raise WorkerDiedError(
+                    f"worker {wk.w} exited with code {wk.proc.exitcode} while attaching buffers",
+                    env_ids=list(range(wk.lo, wk.hi)), exitcode=wk.proc.exitcode,
+                )
+        if wk.conn.recv_bytes() != b"bound":
+            raise RuntimeError(f"worker {wk.w}: unexpected reply while binding buffers")
+
+    # ------------------------------------------------------------------ commands
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ClosedError("the process executor is closed (it may have shut down after a worker failure)")
+
+    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
+        self._check_usable()
+        ids = env_ids.tolist()
+        if self._lost:
+            self._substitute_resets([i for i in ids if i in self._lost])
+        workers = self._state.workers
+        if ids == self._all_ids:
+            groups: Any = ((wk, ids[wk.lo : wk.hi]) for wk in workers)
+        else:
+            owners = self._owner[env_ids]
+            groups = ((workers[w], env_ids[owners == w].tolist()) for w in np.unique(owners).tolist())
+        for wk, w_ids in groups:
+            if wk.busy is None:
+                self._dispatch(wk, w_ids, options)
+            else:
+                wk.queue.append((w_ids, options))
+
+    def _dispatch(self, wk: _Worker, ids: list[int], options: dict[str, Any] | None) -> None:
+        ctrl = self._ctrl
+        assert ctrl is not None
+        ctrl.count[wk.w] = len(ids)
+        ctrl.ids[wk.lo : wk.lo + len(ids)] = ids
+        need_msg = options is not None or bool(self._act_objects)
+        if need_msg:
+            act_values = [leaf[ids].tolist() for leaf in self._act_objects]
+            wk.conn.send_bytes(cloudpickle.dumps((options, act_values)))
+        ctrl.cmd_msg[wk.w] = need_msg
+        ctrl.kind[wk.w] = CMD_RUN
+        wk.busy = ids
+        wk.sent_at = time.monotonic()
+        wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
+
+    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+        self._check_usable()
+        out = Completion()
+        got = 0
+        while got < min_count and any(wk.busy is not None for wk in self._state.workers):
+            for wk in self._wait_some(timeout):
+                got += self._collect(wk, out)
+                if wk.queue and wk.busy is None:
+                    ids, options = wk.queue.pop(0)
+                    # Consecutive queued sends without options go out as one command.
+                    while options is None and wk.queue and wk.queue[0][1] is None:
+                        ids = ids + wk.queue.pop(0)[0]
+                    self._dispatch(wk, ids, options)
+        return out
+
+    def _wait_some(self, timeout: float | None) -> list[_Worker]:
+        """Wait for a completion; return every finished worker, first-finished first."""
+        first = self._wait_any(timeout)
+        ctrl = self._ctrl
+        assert ctrl is not None
+        finished = [first]
+        for w in np.flatnonzero(ctrl.done.copy()).tolist():
+            wk = self._state.workers[w]
+            if wk.busy is not None and wk is not first:
+                # Its flag is set, so its post is made or about to be: take it to stay in step.
+                while not self._done_sem.acquire(True, _POLL_S):
+                    self._check_workers()
+                ctrl.done[w] = 0
+                finished.append(wk)
+        if len(finished) > 1:
+            finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
+        return finished
+
+    def _wait_any(self, timeout: float | None) -> _Worker:
+        """Take one completion post; return a worker whose command finished."""
+        sem, ctrl = self._done_sem, self._ctrl
+        assert ctrl is not None
+        deadline = time.perf_counter() + (self._spin_s or 0.0)
+        acquired = False
+        while time.perf_counter() < deadline:
+            if sem.acquire(False):
+                acquired = True
+                break
+        give_up = None if timeout is None else time.monotonic() + timeout
+        while not acquired:
+            acquired = sem.acquire(True, _POLL_S)
+            if not acquired:
+                self._check_workers()
+                if give_up is not None and time.monotonic() > give_up:
+                    raise TimeoutError(f"recv() timed out after {timeout} s")
+        # Every post follows exactly one worker's done flag, so a flag is set now. Take the
+        # earliest finisher (snapshot first: workers set their flags concurrently).
+        flagged = [w for w in np.flatnonzero(ctrl.done.copy()).tolist()
+                   if self._state.workers[w].busy is not None]
+        if flagged:
+            w = min(flagged, key=lambda k: float(ctrl.done_time[k]))
+            ctrl.done[w] = 0
+            return self._state.workers[w]
+        raise RuntimeError("internal error: a completion was signalled but no worker is done")
+
+    def _collect(self, wk: _Worker, out: Completion) -> int:
+        ctrl, b = self._ctrl, self._buffers
+        assert ctrl is not None and b is not None
+        ids, wk.busy = wk.busy or [], None
+        infos: dict[int, dict[str, Any]] = {}
+        finals: dict[int, dict[str, Any]] = {}
+        errors: dict[int, EnvWorkerError] = {}
+        if ctrl.done_msg[wk.w]:
+            infos, finals, errors, objects, final_objects = cloudpickle.loads(wk.conn.recv_bytes())
+            for leaf, values in zip(self._obs_objects, objects):
+                for i, v in zip(ids, values):
+                    leaf[i] = v
+            if final_objects is not None:
+                for leaf, values in zip(self._final_objects, final_objects):
+                    for i, v in zip(ids, values):
+                        if i in finals:
+                            leaf[i] = v
+        done = [i for i in ids if i not in errors] if errors else ids
+        if self._restarted:
+            self._mark_restarted(done, infos, finals)
+        out.env_ids.extend(done)
+        out.infos.update(infos)
+        out.final_infos.update(finals)
+        out.errors.update(errors)
+        return len(done) + len(errors)
+
+    # ------------------------------------------------------------------ faults
+    def _check_workers(self) -> None:
+        now = time.monotonic()
+        for wk in self._state.workers:
+            if wk.busy is None:
+                continue
+            dead = not wk.proc.is_alive()
+            hung = self.step_timeout is not None and now - wk.sent_at > self.step_timeout
+            if dead or hung:
+                self._fail(wk, "hung" if hung and not dead else "died")
+
+    def _fail(self, wk: _Worker, how: str) -> None:
+        envs = list(range(wk.lo, wk.hi))
+        if how == "hung":
+            what = f"exceeded step_timeout={self.step_timeout} s on envs {wk.busy}"
+            code = None
+        else:
+            code = wk.proc.exitcode
+            sig = f" (signal {-code})" if code is not None and code < 0 else ""
+            what = f"died with exit code {code}{sig} while running envs {wk.busy}"
+        if self.on_worker_failure == "restart":
+            self._restart(wk)
+            return
+        self.close()
+        raise WorkerDiedError(
+            f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) {what}; the executor was shut down. "
+            "Use on_worker_failure='restart' to rebuild failed workers instead.",
+            env_ids=envs, exitcode=code,
+        )
+
+    def _restart(self, wk: _Worker) -> None:
+        pending = wk.busy or []
+        _stop_process(wk.proc)
+        wk.conn.close()
+        wk.busy = None
+        # Drain its stale completion post, if it managed to post before dying.
+        if self._ctrl is not None and self._ctrl.done[wk.w]:
+            self._ctrl.done[wk.w] = 0
+            self._done_sem.acquire(True, 1.0)
+        self._start(wk)
+        self._handshake(wk)
+        self._bind_worker(wk)
+        self._lost.update(i for i in range(wk.lo, wk.hi) if i not in pending)
+        if pending:
+            self._substitute_resets(pending)
+            self._dispatch(wk, pending, None)
+
+    def _substitute_resets(self, ids: list[int]) -> None:
+        """Turn the ops of envs whose worker was rebuilt into resets, remembering the originals."""
+        b = self._buffers
+        assert b is not None
+        for i in ids:
+            self._restarted[i] = int(b.ops[i])
+            self._lost.discard(i)
+            b.ops[i] = _RESET
+            b.has_seed[i] = False
+
+    def _mark_restarted(self, done: list[int], infos: dict, finals: dict) -> None:
+        b = self._buffers
+        assert b is not None
+        for i in done:
+            op = self._restarted.pop(i, None)
+            if op is None:
+                continue
+            b.ops[i] = op  # the pool accounts by the op it sent
+            infos[i] = {**infos.get(i, {}), "worker_restarted": True}
+            if op == _RESET:
+                continue  # the env was being reset anyway: a fresh episode, nothing lost
+            b.reward[i] = 0.0
+            b.terminated[i] = False
+            b.truncated[i] = True
+            if op == _STEP_RESET:
+                b.obs_codec.write(b.final_obs, i, b.obs_codec.single(b.obs, i))
+                finals[i] = {"worker_restarted": True}
+
+    # ------------------------------------------------------------------ env access
+    def _roundtrip(self, message: tuple[Any, ...]) -> list[Any]:
+        self._check_usable()
+        ctrl = self._ctrl
+        assert ctrl is not None
+        blob = cloudpickle.dumps(message)
+        for wk in self._state.workers:
+            wk.conn.send_bytes(blob)
+            ctrl.kind[wk.w] = CMD_CALL
+            wk.busy = []
+            wk.sent_at = time.monotonic()
+            wk.cmd_sem.release()
+        results: dict[int, Any] = {}
+        while len(results) < len(self._state.workers):
+            wk = self._wait_any(None)
+            wk.busy = None
+            results[wk.w] = cloudpickle.loads(wk.conn.recv_bytes())
+        merged: list[Any] = []
+        for w in range(len(self._state.workers)):
+            tag, value = results[w]
+            if tag == "error":
+                raise value
+            merged.extend(value or [])
+        return merged
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        return self._roundtrip((name, args, kwargs, None))
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        ctrl = self._ctrl
+        assert ctrl is not None
+        self._check_usable()
+        for wk in self._state.workers:
+            blob = cloudpickle.dumps((name, (), {}, list(values[wk.lo : wk.hi])))
+            wk.conn.send_bytes(blob)
+            ctrl.kind[wk.w] = CMD_CALL
+            wk.busy = []
+            wk.sent_at = time.monotonic()
+            wk.cmd_sem.release()
+        for _ in self._state.workers:
+            wk = self._wait_any(None)
+            wk.busy = None
+            tag, value = cloudpickle.loads(wk.conn.recv_bytes())
+            if tag == "error":
+                raise value
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+    def describe(self) -> str:
+        k = len(self._state.workers)
+        return f"process, {k} worker{'s' if k != 1 else ''}, {self.start_method}"
+
+
+if sys.platform == "win32":  # pragma: no cover
+    raise ImportError("the process executor needs POSIX shared memory and semaphores")

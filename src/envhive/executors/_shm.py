@@ -1,0 +1,107 @@
+"""Shared-memory arrays for process executors: created by the parent, mapped by workers.
+
+The parent creates one POSIX shared-memory segment per array (``SharedMemory(create=True)``,
+which registers it with multiprocessing's resource tracker, so even a parent killed with
+SIGKILL has its segments unlinked by the tracker) and unlinks them all in ``close``.
+
+Workers map the segments by name with ``shm_open`` + ``mmap`` directly. They do not go through
+``SharedMemory``, because on Python < 3.13 attaching registers the segment with the resource
+tracker a second time. The tracker is shared with the parent, so the worker's unregister or
+exit would then unlink (or warn about) the parent's segments.
+
+Examples:
+    >>> arena = SharedArena()
+    >>> a = arena.allocate((2, 3), np.dtype(np.float32))
+    >>> a[:] = 1.5
+    >>> attached = attach_arrays(arena.specs)
+    >>> float(attached[0][1, 2])
+    1.5
+    >>> del a, attached
+    >>> arena.close()
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+
+import numpy as np
+
+__all__ = ["ArraySpec", "SharedArena", "attach_arrays", "shm_prefix"]
+
+
+def shm_prefix() -> str:
+    """Prefix of every segment name envhive creates (to find leaks in /dev/shm)."""
+    return "envhive_"
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """Where a shared array lives: segment name, shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class SharedArena:
+    """Creates shared arrays in the parent and unlinks them all on ``close``."""
+
+    def __init__(self) -> None:
+        self.specs: list[ArraySpec] = []
+        self._segments: list[shared_memory.SharedMemory] = []
+        self._counter = 0
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A zeroed array of ``shape``/``dtype`` in a new shared-memory segment."""
+        dtype = np.dtype(dtype)
+        if dtype.hasobject:
+            raise TypeError("object arrays cannot live in shared memory")
+        nbytes = max(int(np.prod(shape)) * dtype.itemsize, 1)
+        name = f"{shm_prefix()}{os.getpid()}_{id(self) & 0xFFFFFF:x}_{self._counter}"
+        self._counter += 1
+        seg = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+        self._segments.append(seg)
+        self.specs.append(ArraySpec(seg.name, tuple(shape), dtype.str))
+        array = np.ndarray(shape, dtype=dtype, buffer=seg.buf)
+        array.fill(0)
+        return array
+
+    def close(self) -> None:
+        """Unlink every segment. Idempotent; arrays still referenced stay valid until freed."""
+        segments, self._segments = self._segments, []
+        for seg in segments:
+            try:
+                seg.unlink()
+            except FileNotFoundError:
+                pass
+            try:
+                seg.close()
+            except BufferError:
+                # numpy views still export the buffer; the mapping is freed with them.
+                pass
+
+
+def _shm_open(name: str) -> int:
+    try:
+        import _posixshmem  # CPython's own binding, used by multiprocessing.shared_memory
+
+        return int(_posixshmem.shm_open("/" + name.lstrip("/"), os.O_RDWR, mode=0o600))
+    except ImportError:  # pragma: no cover - non-CPython
+        return os.open(f"/dev/shm/{name.lstrip('/')}", os.O_RDWR)
+
+
+def attach_arrays(specs: list[ArraySpec]) -> list[np.ndarray]:
+    """Map existing segments (worker side) without registering them with a resource tracker."""
+    arrays = []
+    for spec in specs:
+        fd = _shm_open(spec.name)
+        try:
+            size = os.fstat(fd).st_size
+            mapping = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        arrays.append(np.ndarray(spec.shape, dtype=np.dtype(spec.dtype), buffer=mapping))
+    return arrays

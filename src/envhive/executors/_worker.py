@@ -1,0 +1,201 @@
+"""The worker side of out-of-process executors: one loop, any transport.
+
+A worker owns a contiguous slice of envs, built inside it from cloudpickled factories (so envs
+that cannot be pickled work), and runs them with :class:`EnvRunner` straight into the pool's
+shared-memory buffers. Per command it receives only a wake-up and the env ids (in shared
+memory); infos, errors and object-typed observations travel back by pipe only when there are
+any.
+
+Signalling: the parent posts ``cmd_sem``; the worker spins briefly (``spin_s``) on a
+non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker sets
+``ctrl.done[w]`` and posts ``done_sem`` when it finishes.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from envhive._spaces import codec_for, tree_leaves
+from envhive.errors import EnvhiveError, EnvWorkerError
+from envhive.executors._base import Buffers, Completion, EnvRunner, build_envs, env_props
+from envhive.executors._shm import ArraySpec, attach_arrays
+
+__all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "worker_main", "object_leaves"]
+
+CMD_RUN, CMD_CALL, CMD_CLOSE = 1, 2, 3
+# How often a blocked worker checks that its parent is still alive.
+_PARENT_CHECK_S = 0.5
+
+
+@dataclass
+class Control:
+    """The control block shared by the parent and its workers (all arrays in shared memory).
+
+    Attributes:
+        kind: per worker, the command (CMD_RUN, CMD_CALL, CMD_CLOSE).
+        count: per worker, how many env ids its CMD_RUN carries.
+        ids: env ids of each worker's command, in the worker's own region ``[lo, hi)``.
+        cmd_msg: per worker, 1 if the command has a pipe message (options, object actions).
+        done: per worker, set to 1 by the worker when its command finished.
+        done_msg: per worker, 1 if a result message waits in the pipe.
+        done_time: per worker, ``time.monotonic()`` at completion (system-wide on Linux), so
+            the parent can hand out completions first-finished first.
+    """
+
+    kind: np.ndarray
+    count: np.ndarray
+    ids: np.ndarray
+    cmd_msg: np.ndarray
+    done: np.ndarray
+    done_msg: np.ndarray
+    done_time: np.ndarray
+
+    @classmethod
+    def allocate(cls, num_workers: int, num_envs: int, alloc: Any) -> Control:
+        """Allocate the block with ``alloc(shape, dtype)`` (same order on both sides)."""
+        i8, i64 = np.dtype(np.int8), np.dtype(np.int64)
+        return cls(
+            kind=alloc((num_workers,), i8),
+            count=alloc((num_workers,), i64),
+            ids=alloc((num_envs,), i64),
+            cmd_msg=alloc((num_workers,), i8),
+            done=alloc((num_workers,), i8),
+            done_msg=alloc((num_workers,), i8),
+            done_time=alloc((num_workers,), np.dtype(np.float64)),
+        )
+
+
+def object_leaves(tree: Any) -> list[np.ndarray]:
+    """The object-dtype leaves of a buffer tree (they cannot live in shared memory)."""
+    return [leaf for leaf in tree_leaves(tree) if leaf.dtype == object]
+
+
+def _attacher(specs: list[ArraySpec]) -> Any:
+    arrays = iter(attach_arrays(specs))
+
+    def alloc(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        array = next(arrays)
+        if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
+            raise RuntimeError(f"shared buffer layout mismatch: {array.shape}/{array.dtype}")
+        return array
+
+    return alloc
+
+
+def _wait(sem: Any, spin_s: float, parent: Any) -> None:
+    deadline = time.perf_counter() + spin_s
+    while time.perf_counter() < deadline:
+        if sem.acquire(False):
+            return
+    while not sem.acquire(True, _PARENT_CHECK_S):
+        if parent is not None and not parent.is_alive():
+            raise SystemExit(0)  # orphaned: the parent died without closing us
+
+
+def worker_main(
+    w: int,
+    lo: int,
+    hi: int,
+    conn: Any,
+    cmd_sem: Any,
+    done_sem: Any,
+    factories_blob: bytes,
+    spin_s: float,
+) -> None:
+    """Entry point of worker ``w``, which runs envs ``[lo, hi)``."""
+    import multiprocessing
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    parent = multiprocessing.parent_process()
+    try:
+        factories = cloudpickle.loads(factories_blob)
+        envs = build_envs(factories, first_id=lo)
+        conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
+    except BaseException as err:  # noqa: BLE001 - report anything, then exit
+        conn.send_bytes(cloudpickle.dumps(("error", _portable(err, lo))))
+        return
+    runner = EnvRunner(envs, first_id=lo)
+    try:
+        _serve(w, lo, hi, conn, cmd_sem, done_sem, runner, spin_s, parent)
+    finally:
+        runner.close()
+
+
+def _serve(
+    w: int, lo: int, hi: int, conn: Any, cmd_sem: Any, done_sem: Any,
+    runner: EnvRunner, spin_s: float, parent: Any,
+) -> None:
+    tag, payload = cloudpickle.loads(conn.recv_bytes())
+    assert tag == "bind"
+    num_envs, num_workers, obs_space, act_space, with_final, buffer_specs, ctrl_specs = payload
+    ctrl = Control.allocate(num_workers, num_envs, _attacher(ctrl_specs))
+    buffers = Buffers.allocate(
+        num_envs, codec_for(obs_space), codec_for(act_space), _attacher(buffer_specs), with_final
+    )
+    runner.bind(buffers)
+    obs_objects = object_leaves(buffers.obs)
+    final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
+    act_objects = object_leaves(buffers.actions)
+    conn.send_bytes(b"bound")
+    while True:
+        _wait(cmd_sem, spin_s, parent)
+        kind = int(ctrl.kind[w])
+        if kind == CMD_CLOSE:
+            return
+        if kind == CMD_CALL:
+            name, args, kwargs, values = cloudpickle.loads(conn.recv_bytes())
+            try:
+                if values is None:
+                    result: Any = ("ok", runner.call(name, args, kwargs))
+                else:
+                    runner.set_attr(name, values)
+                    result = ("ok", None)
+            except BaseException as err:  # noqa: BLE001
+                result = ("error", _portable(err, lo))
+            conn.send_bytes(cloudpickle.dumps(result))
+            ctrl.done[w] = 1
+            done_sem.release()
+            continue
+        ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
+        options = None
+        if ctrl.cmd_msg[w]:
+            options, act_values = cloudpickle.loads(conn.recv_bytes())
+            for leaf, values in zip(act_objects, act_values):
+                leaf[ids] = values
+        out = Completion()
+        runner.run(ids, options, out)
+        message = _result_message(out, ids, obs_objects, final_objects)
+        if message is not None:
+            conn.send_bytes(message)
+        ctrl.done_msg[w] = message is not None
+        ctrl.done_time[w] = time.monotonic()
+        ctrl.done[w] = 1
+        done_sem.release()
+
+
+def _result_message(
+    out: Completion, ids: list[int], obs_objects: list[np.ndarray], final_objects: list[np.ndarray]
+) -> bytes | None:
+    if not (out.infos or out.final_infos or out.errors or obs_objects):
+        return None
+    objects = [leaf[ids].tolist() for leaf in obs_objects]
+    finals = [leaf[ids].tolist() for leaf in final_objects] if out.final_infos else None
+    return cloudpickle.dumps((out.infos, out.final_infos, out.errors, objects, finals))
+
+
+def _portable(err: BaseException, env_id: int) -> BaseException:
+    if isinstance(err, EnvhiveError):
+        return err  # already says which env and what went wrong
+    return EnvWorkerError(
+        f"worker failed: {type(err).__name__}: {err}",
+        env_id=env_id,
+        worker_traceback=traceback.format_exc(),
+        cause_type=type(err).__name__,
+    )
