@@ -45,6 +45,7 @@ EXPECTED_ALL = {
     "ResetNeededError",
     "EnvWorkerError",
     "WorkerDiedError",
+    "StepTimeoutError",
     "__version__",
 }
 

@@ -31,6 +31,7 @@ from envhive.errors import (
     PendingCallError,
     ResetNeededError,
     SpaceMismatchError,
+    StepTimeoutError,
     UnknownEnvError,
     WorkerDiedError,
 )
@@ -55,5 +56,6 @@ __all__ = [
     "ResetNeededError",
     "EnvWorkerError",
     "WorkerDiedError",
+    "StepTimeoutError",
     "__version__",
 ]

@@ -44,6 +44,7 @@ from envhive.errors import (
     PendingCallError,
     ResetNeededError,
     SpaceMismatchError,
+    WorkerDiedError,
 )
 from envhive.executors._base import Buffers, Completion, EnvFactory, Executor, Op, as_index
 
@@ -183,7 +184,10 @@ class Pool:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ClosedError("the pool is closed: make a new one with envhive.make()")
+            raise ClosedError(
+                "the pool is closed (by close(), or after a worker failure): make a new one "
+                "with envhive.make()"
+            )
 
     def _check_sync(self, what: str) -> None:
         self._check_open()
@@ -277,10 +281,18 @@ class Pool:
         self._in_flight += ids.size
         self.executor.send(ids, options)
 
+    def _recv(self, min_count: int) -> Completion:
+        try:
+            return self.executor.recv(min_count)
+        except WorkerDiedError:
+            # The executor shut itself down (on_worker_failure="raise"): so does the pool.
+            self.close()
+            raise
+
     def _collect(self, min_count: int) -> None:
         """Receive completions until ``min_count`` more envs are ready (or an env failed)."""
         while min_count > 0 and self._in_flight and not self._errors:
-            min_count -= self._absorb(self.executor.recv(min_count))
+            min_count -= self._absorb(self._recv(min_count))
         self._raise_errors()
 
     def _absorb(self, done: Completion, sync: bool = False) -> int:
@@ -339,7 +351,7 @@ class Pool:
         every env is idle again, so the pool stays usable.
         """
         while self._in_flight:
-            self._absorb(self.executor.recv(self._in_flight), sync=True)
+            self._absorb(self._recv(self._in_flight), sync=True)
         if self._errors:
             # Nothing else was in flight when the sync call began: every info is this call's.
             self._infos.clear()

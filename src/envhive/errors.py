@@ -29,6 +29,7 @@ __all__ = [
     "ResetNeededError",
     "EnvWorkerError",
     "WorkerDiedError",
+    "StepTimeoutError",
 ]
 
 
@@ -142,6 +143,17 @@ class WorkerDiedError(EnvWorkerError):
 
     def __reduce__(self) -> tuple:
         return (_rebuild_died_error, (self.message, self.env_ids, self.exitcode))
+
+
+class StepTimeoutError(WorkerDiedError):
+    """A worker took longer than ``step_timeout`` for one command; it was stopped."""
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_timeout_error, (self.message, self.env_ids))
+
+
+def _rebuild_timeout_error(message: str, env_ids: list[int]) -> StepTimeoutError:
+    return StepTimeoutError(message, env_ids=env_ids, exitcode=None)
 
 
 def _rebuild_died_error(message: str, env_ids: list[int], exitcode: int | None) -> WorkerDiedError:

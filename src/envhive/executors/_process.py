@@ -31,7 +31,13 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from envhive.errors import ClosedError, ConfigError, EnvWorkerError, WorkerDiedError
+from envhive.errors import (
+    ClosedError,
+    ConfigError,
+    EnvWorkerError,
+    StepTimeoutError,
+    WorkerDiedError,
+)
 from envhive.executors._base import (
     Buffers,
     Completion,
@@ -458,7 +464,8 @@ class ProcessExecutor(Executor):
             self._restart(wk)
             return
         self.close()
-        raise WorkerDiedError(
+        error = StepTimeoutError if how == "hung" else WorkerDiedError
+        raise error(
             f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) {what}; the executor was shut down. "
             "Use on_worker_failure='restart' to rebuild failed workers instead.",
             env_ids=envs, exitcode=code,
@@ -560,6 +567,10 @@ class ProcessExecutor(Executor):
             return
         self._closed = True
         self._finalizer()
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers, in worker order (for monitoring and tests)."""
+        return [wk.proc.pid for wk in self._state.workers if wk.proc is not None]
 
     def describe(self) -> str:
         k = len(self._state.workers)

@@ -1,0 +1,129 @@
+"""Process executor: start methods, non-picklable envs, factories and object-typed spaces."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+
+import numpy as np
+import pytest
+
+import envhive
+from envhive.executors import ProcessExecutor
+from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv, assert_same_transcript, transcript
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("method", [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()])
+def test_start_methods_match_serial(method):
+    def factory():
+        return CountingEnv(pattern=[(4, "term"), (3, "trunc")])
+
+    rng = np.random.default_rng(0)
+    acts = [rng.integers(0, 3, 5) for _ in range(40)]
+    env = envhive.make(factory, 5, executor=ProcessExecutor(2, start_method=method), autoreset="same_step")
+    ref = envhive.make(factory, 5, executor="serial", autoreset="same_step")
+    assert_same_transcript(transcript(env, 40, lambda t: acts[t], seed=3), transcript(ref, 40, lambda t: acts[t], seed=3))
+    assert method in repr(env)
+    env.close()
+    ref.close()
+
+
+def test_default_start_method_is_documented_safe_choice():
+    from envhive.executors import default_start_method
+
+    assert default_start_method() in ("forkserver", "spawn")
+    with pytest.raises(envhive.ConfigError, match="start_method"):
+        ProcessExecutor(start_method="teleport")
+
+
+def test_closures_and_lambdas_are_built_in_the_worker():
+    scale = {"length": 3}  # captured by the closure, shipped with cloudpickle
+
+    def make_env():
+        return CountingEnv(pattern=[(scale["length"], "term")])
+
+    env = envhive.make(make_env, 2, executor="process")
+    env.reset(seed=0)
+    for _ in range(3):
+        obs, rew, term, trunc, info = env.step(np.zeros(2, np.int64))
+    assert term.tolist() == [True, True]
+    env.close()
+
+
+def test_unserializable_factory_explains_the_fix():
+    import threading
+
+    lock = threading.Lock()  # cannot be pickled, even by cloudpickle
+
+    def factory():
+        with lock:
+            return CountingEnv()
+
+    with pytest.raises(envhive.ConfigError, match=r"cannot be serialized.*lambda: MyEnv"):
+        envhive.make(factory, 2, executor="process")
+
+
+def test_object_spaces_travel_between_processes():
+    obs_space = SPACE_ZOO["dict"].__class__(
+        {"text": SPACE_ZOO["text"], "box": SPACE_ZOO["box"]}
+    )
+    act_space = SPACE_ZOO["text"]
+
+    def factory():
+        return ZooEnv(obs_space, act_space)
+
+    act_space.seed(0)
+    acts = [[act_space.sample() for _ in range(3)] for _ in range(30)]
+    for mode in ("next_step", "same_step"):
+        env = envhive.make(factory, 3, executor=ProcessExecutor(2), autoreset=mode)
+        ref = envhive.make(factory, 3, executor="serial", autoreset=mode)
+        assert_same_transcript(transcript(env, 30, lambda t: acts[t], seed=1), transcript(ref, 30, lambda t: acts[t], seed=1))
+        env.close()
+        ref.close()
+
+
+# ---------------------------------------------------------------- a real non-picklable env
+
+
+def _lab2d_available() -> bool:
+    try:
+        import dmlab2d  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_lab2d = pytest.mark.skipif(not _lab2d_available(), reason="dmlab2d is not installed")
+
+
+@needs_lab2d
+def test_lab2d_cannot_be_pickled_which_is_the_point():
+    from tests.process.lab2d_env import Lab2dEnv
+
+    env = Lab2dEnv("commons_harvest")
+    with pytest.raises(TypeError, match="cannot pickle"):
+        pickle.dumps(env)
+    with pytest.raises(envhive.ConfigError, match="lambda"):
+        envhive.make(env, 2, executor="process")  # an instance: refused with the fix
+
+
+@needs_lab2d
+def test_lab2d_runs_in_process_workers_identically_to_serial():
+    from tests.process.lab2d_env import Lab2dEnv
+
+    def factory():
+        return Lab2dEnv("commons_harvest")
+
+    env = envhive.make(factory, 2, executor=ProcessExecutor(2), max_episode_steps=25)
+    ref = envhive.make(factory, 2, executor="serial", max_episode_steps=25)
+    assert env.single_observation_space.shape == (208, 224, 3)
+    env.action_space.seed(0)
+    acts = [env.action_space.sample() for _ in range(30)]
+    a = transcript(env, 30, lambda t: acts[t], seed=7)
+    b = transcript(ref, 30, lambda t: acts[t], seed=7)
+    assert_same_transcript(a, b)
+    assert any(step[3].any() for step in a[1:])  # crossed an episode end (time limit)
+    env.close()
+    ref.close()

@@ -1,0 +1,322 @@
+"""Process executor: fault injection (raise, kill, hang) and cleanup of every process and segment."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import envhive
+from envhive.executors import ProcessExecutor
+from envhive.executors._shm import shm_prefix
+from envhive.testing import CountingEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def shm_entries() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(shm_prefix())}
+
+
+def own_shm() -> set[str]:
+    return {n for n in shm_entries() if n.startswith(f"{shm_prefix()}{os.getpid()}_")}
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """Every live (non-zombie) process below ``pid`` (default: this process)."""
+    root = pid or os.getpid()
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(cond, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+@pytest.fixture(autouse=True)
+def baseline():
+    """Warm up the forkserver (shared infrastructure that outlives pools), then check that a
+    test leaves no worker process and no shared-memory segment of its own behind."""
+    warm = envhive.make(CountingEnv, 1, executor="process")
+    warm.close()
+    before = descendants()
+    yield
+    gc.collect()
+    assert wait_until(lambda: descendants() <= before), f"leftover processes {descendants() - before}"
+    assert wait_until(lambda: not own_shm()), f"leftover segments {own_shm()}"
+
+
+class FlakyEnv(CountingEnv):
+    """Raises in step() at step ``fail_at`` of env tag ``bad``; sleeps ``sleep`` s per step."""
+
+    def __init__(self, tag: int, bad: int = -1, fail_at: int = 3, sleep: float = 0.0, hang: bool = False):
+        super().__init__(pattern=[(50, "trunc")], tag=tag)
+        self.bad, self.fail_at, self.sleep, self.hang = bad, fail_at, sleep, hang
+
+    def step(self, action):
+        if self.tag == self.bad and self.t + 1 == self.fail_at:
+            if self.hang:
+                time.sleep(3600)
+            raise ZeroDivisionError("injected failure")
+        if self.sleep:
+            time.sleep(self.sleep)
+        return super().step(action)
+
+
+def flaky_factories(n: int, **kw):
+    return [lambda i=i: FlakyEnv(i, **kw) for i in range(n)]
+
+
+def test_env_exception_reraised_with_env_id_and_worker_traceback():
+    env = envhive.make(flaky_factories(4, bad=2), executor=ProcessExecutor(2))
+    env.reset(seed=0)
+    env.step(np.zeros(4, np.int64))
+    env.step(np.zeros(4, np.int64))
+    with pytest.raises(envhive.EnvWorkerError) as info:
+        env.step(np.zeros(4, np.int64))
+    err = info.value
+    assert err.env_id == 2 and err.cause_type == "ZeroDivisionError"
+    assert "injected failure" in err.worker_traceback and "FlakyEnv" not in str(type(err))
+    assert "in step" in err.worker_traceback  # the worker's frames, not the caller's
+    # The pool stays usable: the failed env must be reset, the others go on.
+    with pytest.raises(envhive.ResetNeededError):
+        env.step(np.zeros(4, np.int64))
+    obs, _ = env.reset(options={"reset_mask": np.array([False, False, True, False])})
+    assert obs[2].tolist()[1:3] == [1, 0]
+    obs, *_ = env.step(np.zeros(4, np.int64))
+    assert obs[:, 2].tolist() == [4, 4, 1, 4]
+    env.close()
+
+
+def test_sigkill_detected_fast_and_default_raises():
+    ex = ProcessExecutor(2)
+    env = envhive.make(flaky_factories(4), executor=ex)
+    env.reset(seed=0)
+    os.kill(ex.worker_pids()[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(envhive.WorkerDiedError) as info:
+        env.step(np.zeros(4, np.int64))
+    assert time.monotonic() - start < 1.0
+    assert info.value.env_ids == [2, 3] and info.value.exitcode == -signal.SIGKILL
+    assert "on_worker_failure='restart'" in str(info.value)
+    with pytest.raises(envhive.ClosedError):
+        env.step(np.zeros(4, np.int64))
+    env.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_restart_reports_truncated_and_goes_on(mode):
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make(flaky_factories(4, sleep=0.001), executor=ex, autoreset=mode)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(np.ones(4, np.int64))
+    old = ex.worker_pids()
+    os.kill(old[0], signal.SIGKILL)
+    wait_until(lambda: not alive(old[0]))
+    obs, rew, term, trunc, info = env.step(np.ones(4, np.int64))
+    assert trunc.tolist() == [True, True, False, False] and not term.any()
+    assert info["worker_restarted"].tolist()[:2] == [True, True] and info["_worker_restarted"].tolist() == [True, True, False, False]
+    assert rew[:2].tolist() == [0.0, 0.0] and obs[2:, 2].tolist() == [4, 4]
+    assert obs[:2, 1:].tolist() == [[0, 0, -1], [0, 0, -1]]  # fresh envs: episode 0, step 0
+    if mode == "same_step":
+        assert info["_final_obs"].tolist() == [True, True, False, False]
+        assert info["final_info"]["worker_restarted"].tolist()[:2] == [True, True]
+    assert ex.worker_pids()[0] != old[0] and ex.worker_pids()[1] == old[1]
+    if mode == "disabled":
+        env.reset(options={"reset_mask": np.array([True, True, False, False])})
+    for _ in range(3):
+        obs, rew, term, trunc, info = env.step(np.ones(4, np.int64))
+    assert obs[2:, 2].tolist() == [7, 7] and "worker_restarted" not in info
+    env.close()
+
+
+def test_restart_of_idle_envs_reports_on_their_next_step():
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make(flaky_factories(4), executor=ex, batch_size=2)
+    env.async_reset()
+    seen = [env.recv(), env.recv()]
+    by_env = {int(i): k for k in range(2) for i in seen[k][4]["env_id"]}
+    os.kill(ex.worker_pids()[1], signal.SIGKILL)  # envs 2 and 3, idle
+    env.send(np.zeros(2, np.int64), np.array([0, 1]))
+    out = env.recv()
+    assert out[4]["env_id"].tolist() == [0, 1] and "worker_restarted" not in out[4]
+    env.send(np.zeros(2, np.int64), np.array([2, 3]))  # detected here: lost envs restart
+    out = env.recv()
+    assert out[3].tolist() == [True, True] and out[4]["worker_restarted"].tolist() == [True, True]
+    assert by_env
+    env.close()
+
+
+def test_hung_env_hits_step_timeout():
+    ex = ProcessExecutor(2, step_timeout=0.5)
+    env = envhive.make(flaky_factories(4, bad=3, fail_at=2, hang=True), executor=ex)
+    env.reset(seed=0)
+    env.step(np.zeros(4, np.int64))
+    start = time.monotonic()
+    with pytest.raises(envhive.StepTimeoutError) as info:
+        env.step(np.zeros(4, np.int64))
+    assert 0.5 <= time.monotonic() - start < 5.0
+    assert "step_timeout=0.5" in str(info.value) and info.value.env_ids == [2, 3]
+    env.close()
+
+
+def test_close_gc_and_context_manager_reap_everything():
+    before_shm = own_shm()
+    env = envhive.make(CountingEnv, 4, executor=ProcessExecutor(2))
+    env.reset(seed=0)
+    assert len(own_shm()) > len(before_shm)
+    env.close()
+    env.close()
+    assert own_shm() == before_shm
+    env = envhive.make(CountingEnv, 4, executor=ProcessExecutor(2))
+    env.reset(seed=0)
+    del env  # garbage collection alone must reap workers and unlink segments
+    gc.collect()
+    assert wait_until(lambda: own_shm() == before_shm)
+    with envhive.make(CountingEnv, 4, executor=ProcessExecutor(2)) as env:
+        env.reset(seed=0)
+    assert own_shm() == before_shm
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time, numpy as np, envhive
+    from envhive.executors import ProcessExecutor
+    from envhive.testing import CountingEnv
+
+    class Slow(CountingEnv):
+        def step(self, action):
+            time.sleep(0.05)
+            return super().step(action)
+
+    ex = ProcessExecutor(2)
+    env = envhive.make(lambda: Slow(pattern=[(10**6, "trunc")]), 4, executor=ex)
+    env.reset(seed=0)
+    print(" ".join(map(str, ex.worker_pids())), flush=True)
+    mode = sys.argv[1]
+    if mode == "exit":
+        sys.exit(0)          # no close(): interpreter exit must clean up
+    while True:
+        env.step(np.zeros(4, np.int64))   # until SIGINT / SIGKILL
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exit", "sigint", "sigkill"])
+def test_parent_exit_interrupt_or_kill_leaves_nothing(tmp_path, how):
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), "exit" if how == "exit" else "loop"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2, proc.stderr.read()
+    time.sleep(0.3)
+    if how == "sigint":
+        proc.send_signal(signal.SIGINT)  # KeyboardInterrupt in the parent's step loop
+    elif how == "sigkill":
+        proc.kill()
+    proc.wait(timeout=20)
+    prefix = f"{shm_prefix()}{proc.pid}_"
+    assert wait_until(lambda: not any(alive(p) for p in pids), 5.0), "workers outlived their parent"
+    assert wait_until(lambda: not any(n.startswith(prefix) for n in shm_entries()), 5.0)
+    if how == "sigint":
+        assert "KeyboardInterrupt" in proc.stderr.read()
+
+
+def test_idle_workers_use_no_cpu():
+    ex = ProcessExecutor(2)
+    env = envhive.make(CountingEnv, 4, executor=ex)
+    env.reset(seed=0)
+    for _ in range(20):
+        env.step(np.zeros(4, np.int64))
+
+    def cpu_seconds() -> float:
+        total = 0
+        for pid in ex.worker_pids():
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        return total / os.sysconf("SC_CLK_TCK")
+
+    before = cpu_seconds()
+    time.sleep(1.0)
+    assert cpu_seconds() - before < 0.1  # two idle workers: blocked, not spinning
+    env.close()
+
+
+class PidEnv(gym.Env):
+    observation_space = spaces.Box(0, 2**31, (1,), np.int64)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.array([os.getpid()]), {}
+
+    def step(self, action):
+        return np.array([os.getpid()]), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize(("num_envs", "workers"), [(5, 2), (7, 3), (3, 8)])
+def test_uneven_slices_each_env_in_one_worker(num_envs, workers):
+    env = envhive.make(PidEnv, num_envs, executor=ProcessExecutor(workers))
+    obs, _ = env.reset()
+    pids = obs[:, 0].tolist()
+    k = min(workers, num_envs)
+    assert len(set(pids)) == k and os.getpid() not in pids
+    assert pids == sorted(pids, key=pids.index)  # contiguous slices
+    sizes = sorted(pids.count(p) for p in set(pids))
+    assert max(sizes) - min(sizes) <= 1
+    env.close()
+
+
+def test_async_recv_returns_first_finished():
+    def slow_first(i):
+        return lambda: FlakyEnv(i, sleep=0.3 if i == 0 else 0.0)
+
+    env = envhive.make([slow_first(i) for i in range(4)], executor=ProcessExecutor(4), batch_size=2)
+    env.async_reset()
+    got = sorted(env.recv()[4]["env_id"].tolist() + env.recv()[4]["env_id"].tolist())
+    assert got == [0, 1, 2, 3]
+    env.send(np.zeros(4, np.int64), np.arange(4))
+    first = env.recv()[4]["env_id"].tolist()
+    assert 0 not in first  # env 0 is 0.3 s slower than the others
+    assert 0 in env.recv()[4]["env_id"].tolist()
+    env.close()
