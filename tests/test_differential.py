@@ -7,8 +7,8 @@ IDENTICAL to ``gymnasium.vector.SyncVectorEnv(env_fns, autoreset_mode=...)``: ob
 masks in same_step mode). Covered for each autoreset mode, for every executor that
 ``envhive.executors.available_executors()`` reports, with copy=True and copy=False, through
 the sync API (``reset``/``step``, partial resets with ``reset_mask``, seeds as int / list /
-list with ``None`` / via ``make(seed=...)``) and the EnvPool-style async API (``async_reset``,
-``send``/``recv`` with ``batch_size == num_envs``).
+list with ``None`` / via ``make(seed=...)``, reset options) and the EnvPool-style async API
+(``async_reset``, ``send``/``recv`` with ``batch_size == num_envs``; next_step and same_step).
 
 Envs: CartPole-v1, Pendulum-v1 (TimeLimit truncation at 200, float32 Box actions), CartPole
 truncated every 17 steps (via ``make(max_episode_steps=...)`` and via a list of factories), and
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import copy as copy_module
 from collections.abc import Callable
-from typing import Any
+from contextlib import closing
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -50,12 +51,13 @@ class DictObsEnv(gym.Env):
     * Episode length (1..max_len) and its end (terminated, truncated or both) are drawn from the
       env's seeded RNG at each reset; ``self.episode`` counts resets, so an extra or missing
       reset shows up in every later info.
-    * infos: reset infos always (ints, a bool, sometimes an int32 array and an option echo); step
+    * infos: reset infos always (ints, a bool, a string describing the options it got, sometimes
+      an int32 array and the ``tag`` option); step
       infos on some steps only: float32 arrays, nested dicts with arrays / bools / np.float32,
       strings (object arrays), and an ``episode`` dict at the last step of each episode.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, max_len: int = 9) -> None:
         self.observation_space = spaces.Dict(
@@ -94,7 +96,13 @@ class DictObsEnv(gym.Env):
         self._end = int(self.np_random.integers(3))  # 0: terminated, 1: truncated, 2: both
         self._return = 0.0
         self._ended = False
-        info: dict[str, Any] = {"episode_no": self.episode, "seeded": seed is not None}
+        # "options": SyncVectorEnv passes reset options on as given (None stays None; a
+        # reset_mask-only dict arrives as {}), and envhive must pass exactly the same.
+        info: dict[str, Any] = {
+            "episode_no": self.episode,
+            "seeded": seed is not None,
+            "options": "none" if options is None else ",".join(sorted(options)) or "empty",
+        }
         if self.episode % 2 == 0:
             info["reset_arr"] = np.full(2, self.episode, np.int32)
         if options and "tag" in options:
@@ -149,14 +157,15 @@ def _dict_limited() -> gym.Env:
 
 # name -> (envhive env arg, envhive make kwargs, gymnasium factory, num_envs, steps, actions)
 CASES: dict[str, tuple[Any, dict[str, Any], Callable[[], gym.Env], int, int, Any]] = {
-    "CartPole": ("CartPole-v1", {}, lambda: gym.make("CartPole-v1"), 5, 500, _discrete_actions(2)),
-    "Pendulum": ("Pendulum-v1", {}, lambda: gym.make("Pendulum-v1"), 3, 430, _pendulum_actions),
+    "CartPole": ("CartPole-v1", {}, lambda: gym.make("CartPole-v1"), 5, 300, _discrete_actions(2)),
+    # Episodes end only by the 200-step TimeLimit: see LONG_EPISODES.
+    "Pendulum": ("Pendulum-v1", {}, lambda: gym.make("Pendulum-v1"), 4, 450, _pendulum_actions),
     "CartPole-trunc17": (
         "CartPole-v1",
         {"max_episode_steps": 17},
         _cartpole17,
         5,
-        400,
+        250,
         _discrete_actions(2),
     ),
     "CartPole-trunc17-factories": (
@@ -164,15 +173,32 @@ CASES: dict[str, tuple[Any, dict[str, Any], Callable[[], gym.Env], int, int, Any
         {},
         _cartpole17,
         4,
-        300,
+        200,
         _discrete_actions(2),
     ),
-    "DictObs": (DictObsEnv, {}, DictObsEnv, 5, 400, _discrete_actions(3)),
-    "DictObs-limit4": (DictObsEnv, {"max_episode_steps": 4}, _dict_limited, 4, 250, _discrete_actions(3)),
+    "DictObs": (DictObsEnv, {}, DictObsEnv, 5, 300, _discrete_actions(3)),
+    "DictObs-limit4": (
+        DictObsEnv,
+        {"max_episode_steps": 4},
+        _dict_limited,
+        4,
+        150,
+        _discrete_actions(3),
+    ),
 }
 
 
-def _make_pair(case: str, mode: str, executor: str, *, copy: bool = True, seed: Any = None, **extra):
+# Cases whose episodes must not be cut short by the driver's extra resets (Pendulum only ends
+# by truncation at 200 steps): no random partial resets, and full resets only after step 400.
+LONG_EPISODES = {"Pendulum"}
+# copy=False runs (views into envhive's buffers, snapshot at once) for these cases only: each
+# pool costs a worker start-up on process executors, and copy only touches the pool layer.
+NOCOPY_CASES = {"DictObs", "CartPole-trunc17"}
+
+
+def _make_pair(
+    case: str, mode: str, executor: str, *, copy: bool = True, seed: Any = None, **extra
+):
     env_arg, kwargs, ref_fn, n, steps, actions = CASES[case]
     hive = envhive.make(
         env_arg,
@@ -197,12 +223,16 @@ def _same(h: Any, g: Any, where: str) -> None:
         for k in g:
             _same(h[k], g[k], f"{where}[{k!r}]")
     elif isinstance(g, (tuple, list)):
-        assert type(h) is type(g), f"{where}: envhive gave {type(h).__name__}, gymnasium {type(g).__name__}"
+        assert type(h) is type(g), (
+            f"{where}: envhive gave {type(h).__name__}, gymnasium {type(g).__name__}"
+        )
         assert len(h) == len(g), f"{where}: length {len(h)} != {len(g)}"
         for j, (x, y) in enumerate(zip(h, g)):
             _same(x, y, f"{where}[{j}]")
     elif isinstance(g, np.ndarray):
-        assert isinstance(h, np.ndarray), f"{where}: envhive gave {type(h).__name__}, gymnasium an ndarray"
+        assert isinstance(h, np.ndarray), (
+            f"{where}: envhive gave {type(h).__name__}, gymnasium an ndarray"
+        )
         assert h.shape == g.shape, f"{where}: shape {h.shape} (envhive) != {g.shape} (gymnasium)"
         assert h.dtype == g.dtype, f"{where}: dtype {h.dtype} (envhive) != {g.dtype} (gymnasium)"
         if g.dtype == object:
@@ -213,7 +243,9 @@ def _same(h: Any, g: Any, where: str) -> None:
                 f"{where}: envhive {h!r} != gymnasium {g!r}"
             )
     else:
-        assert type(h) is type(g), f"{where}: envhive gave {type(h).__name__} {h!r}, gymnasium {type(g).__name__} {g!r}"
+        assert type(h) is type(g), (
+            f"{where}: envhive gave {type(h).__name__} {h!r}, gymnasium {type(g).__name__} {g!r}"
+        )
         both_nan = isinstance(g, (float, np.floating)) and np.isnan(g) and np.isnan(h)
         assert both_nan or h == g, f"{where}: envhive {h!r} != gymnasium {g!r}"
 
@@ -264,14 +296,22 @@ class Differ:
         _same_out(h, g, where)
         self.records.append((where, h, _snapshot(g)))
 
-    def reset(self, where: str, hive_seed: Any, ref_seed: Any, mask: np.ndarray | None = None,
-              extra: dict[str, Any] | None = None) -> tuple:
+    def reset(
+        self,
+        where: str,
+        hive_seed: Any,
+        ref_seed: Any,
+        mask: np.ndarray | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple:
         def options() -> dict[str, Any] | None:
             # Fresh dicts: gymnasium pops "reset_mask" from the dict it is given.
+            if extra is None and mask is None:
+                return None
             out = dict(extra or {})
             if mask is not None:
                 out["reset_mask"] = mask.copy()
-            return out or None
+            return out
 
         h = self.hive.reset(seed=copy_module.copy(hive_seed), options=options())
         g = self.ref.reset(seed=copy_module.copy(ref_seed), options=options())
@@ -305,26 +345,55 @@ def _random_seed(rng: np.random.Generator, n: int) -> Any:
     return seeds
 
 
-def _drive(d: Differ, *, n: int, steps: int, actions: Any, mode: str, rng: np.random.Generator,
-           partial_reset_p: float = 0.04) -> None:
+def _drive(
+    d: Differ,
+    *,
+    n: int,
+    steps: int,
+    actions: Any,
+    mode: str,
+    rng: np.random.Generator,
+    long_episodes: bool = False,
+) -> None:
     """Step both sides ``steps`` times with identical actions; reset as the mode requires.
 
     * disabled: after every step with an ended env, a reset with ``reset_mask = term | trunc``
       (sometimes widened to envs that did not end, sometimes seeded, sometimes with options).
-    * every mode: random partial resets (``reset_mask``) with random seeds, and full resets with
-      ``seed=int`` at a third and without seed (plus an option) at two thirds of the run.
+    * every mode: random partial resets (``reset_mask``) with random seeds (None, int, list,
+      list with Nones) and options, and four scripted full resets: ``seed=list`` with Nones,
+      ``seed=int``, ``options={}``, and no seed with an option.
+    * ``long_episodes``: no random partial resets, and the full resets only in the last 30
+      steps (so 200-step time limits are reached first).
     """
+    partial_reset_p = 0.0 if long_episodes else 0.04
+    at = (
+        [steps - 30, steps - 22, steps - 15, steps - 8]
+        if long_episodes
+        else [steps * k // 5 for k in range(1, 5)]
+    )
+    with_nones = [4000 + i if i % 2 == 0 else None for i in range(n)]
+    scripted = {
+        at[0]: ("full reset(seed=list with None)", with_nones, None),
+        at[1]: ("full reset(seed=int)", 4242, None),
+        at[2]: ("full reset(options={})", None, {}),
+        at[3]: ("full reset(options={'tag'})", None, {"tag": 77}),
+    }
     for t in range(steps):
-        if t == steps // 3:
-            d.reset(f"full reset(seed=int) before step {t}", 4242 + t, 4242 + t)
-        elif t == 2 * steps // 3:
-            d.reset(f"full reset() before step {t}", None, None, extra={"tag": t})
+        if t in scripted:
+            what, seed, extra = scripted[t]
+            d.reset(f"{what} before step {t}", seed, seed, extra=extra)
         elif mode != "disabled" and rng.random() < partial_reset_p:
             mask = rng.random(n) < 0.4
             mask[rng.integers(n)] = True
             seed = _random_seed(rng, n)
             extra = {"tag": t} if rng.random() < 0.5 else None
-            d.reset(f"partial reset {mask.tolist()} seed={seed} before step {t}", seed, seed, mask, extra)
+            d.reset(
+                f"partial reset {mask.tolist()} seed={seed} before step {t}",
+                seed,
+                seed,
+                mask,
+                extra,
+            )
         g = d.step(f"step {t}", actions(rng, n))
         if mode == "disabled":
             mask = g[2] | g[3]
@@ -333,13 +402,21 @@ def _drive(d: Differ, *, n: int, steps: int, actions: Any, mode: str, rng: np.ra
                     mask = mask | (rng.random(n) < 0.3)
                 seed = _random_seed(rng, n) if rng.random() < 0.3 else None
                 extra = {"tag": -t} if rng.random() < 0.3 else None
-                d.reset(f"reset_mask {mask.tolist()} seed={seed} after step {t}", seed, seed, mask, extra)
+                d.reset(
+                    f"reset_mask {mask.tolist()} seed={seed} after step {t}",
+                    seed,
+                    seed,
+                    mask,
+                    extra,
+                )
 
 
 # --------------------------------------------------------------------------------------- tests
-# How the first reset is seeded, per mode: make(seed=int) + reset(), reset(seed=list),
-# make(seed=list) + reset(). All must equal gymnasium's reset(seed=...).
-_FIRST_SEED_STYLE = {"next_step": "make_int", "same_step": "reset_list", "disabled": "make_list"}
+# How the first reset is seeded. Each must equal gymnasium's reset(seed=...):
+# make_int: make(seed=s) + reset();  reset_int: reset(seed=s);  make_list / reset_list: the
+# same with one seed per env;  make_then_reset: make(seed=7) + reset(seed=s), where the
+# reset's seed wins (and make's seed is never used later: reset() continues each env's RNG).
+SEED_STYLES = ["make_int", "reset_int", "make_list", "reset_list", "make_then_reset"]
 
 
 def _first_seeds(style: str, n: int, base: int) -> tuple[Any, Any, Any]:
@@ -350,78 +427,95 @@ def _first_seeds(style: str, n: int, base: int) -> tuple[Any, Any, Any]:
         "reset_int": (None, base, base),
         "make_list": (listed, None, listed),
         "reset_list": (None, listed, listed),
+        "make_then_reset": (7, base, base),
     }[style]
 
 
+# Every (case, mode), copy=True; plus copy=False for NOCOPY_CASES. The seed style of the first
+# reset cycles through SEED_STYLES so that every style meets several envs and modes.
+SYNC_RUNS = [
+    pytest.param(
+        case,
+        mode,
+        copy,
+        SEED_STYLES[k % len(SEED_STYLES)],
+        id=f"{case}-{mode}-{'copy' if copy else 'nocopy'}",
+    )
+    for k, (case, mode, copy) in enumerate(
+        (case, mode, copy)
+        for case in CASES
+        for mode in MODES
+        for copy in (True, False)
+        if copy or case in NOCOPY_CASES
+    )
+]
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("copy", [True, False], ids=["copy", "nocopy"])
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("case", list(CASES))
-def test_sync_matches_gymnasium(case: str, mode: str, copy: bool, executor: str) -> None:
+@pytest.mark.parametrize("case, mode, copy, seed_style", SYNC_RUNS)
+def test_sync_matches_gymnasium(
+    case: str, mode: str, copy: bool, seed_style: str, executor: str
+) -> None:
     base = 100 + sorted(CASES).index(case) * 31 + list(MODES).index(mode) * 7
     _, _, _, n, _, _ = CASES[case]
-    make_seed, hive_seed, ref_seed = _first_seeds(_FIRST_SEED_STYLE[mode], n, base)
+    make_seed, hive_seed, ref_seed = _first_seeds(seed_style, n, base)
     hive, ref, n, steps, actions = _make_pair(case, mode, executor, copy=copy, seed=make_seed)
     rng = np.random.default_rng(base)
-    with hive:
+    with hive, closing(ref):
+        assert hive.copy is copy
         assert hive.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"]
         assert hive.single_observation_space == ref.single_observation_space
         assert hive.observation_space == ref.observation_space
         assert hive.action_space == ref.action_space
         d = Differ(hive, ref)
         d.reset("first reset", hive_seed, ref_seed)
-        _drive(d, n=n, steps=steps, actions=actions, mode=mode, rng=rng)
-        d.recheck()
+        _drive(
+            d,
+            n=n,
+            steps=steps,
+            actions=actions,
+            mode=mode,
+            rng=rng,
+            long_episodes=case in LONG_EPISODES,
+        )
+        if copy:
+            d.recheck()
         # The run must actually exercise episode ends (and their autoreset / reset_mask path).
         assert d.ended >= 8, f"only {d.ended} episode ends in {steps} steps: the test is too weak"
         # env_steps counts env.step calls: steps * n minus the next_step autoreset steps.
         if mode != "next_step":
             assert hive.env_steps == steps * n
-    ref.close()
+
+
+# next_step (asked for) for every kind of env; same_step too for three; copy=False for two.
+ASYNC_RUNS = [
+    *[
+        (case, "next_step", True)
+        for case in ("CartPole", "Pendulum", "CartPole-trunc17", "DictObs", "DictObs-limit4")
+    ],
+    *[(case, "same_step", True) for case in ("Pendulum", "CartPole-trunc17", "DictObs")],
+    ("DictObs", "next_step", False),
+    ("DictObs-limit4", "same_step", False),
+]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("style", ["make_int", "reset_int", "make_list", "reset_list", "make_then_reset"])
-@pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_seed_forms(mode: str, style: str, executor: str) -> None:
-    """Seeds as int / list, via make or reset; make's seed is used by the first reset only."""
-    n = 4
-    if style == "make_then_reset":
-        # make(seed=7), but the first reset has its own seed: that one wins, and make's seed is
-        # never used again (a later reset() continues each env's RNG).
-        make_seed, hive_seed, ref_seed = 7, 300, 300
-    else:
-        make_seed, hive_seed, ref_seed = _first_seeds(style, n, 55)
-    hive, ref, n, _, actions = _make_pair("DictObs", mode, executor, seed=make_seed)
-    rng = np.random.default_rng(11)
-    with hive:
-        d = Differ(hive, ref)
-        d.reset("first reset", hive_seed, ref_seed)
-        for t in range(120):
-            if t == 30:
-                d.reset("reset(seed=list with None)", [5, None, 7, None], [5, None, 7, None])
-            if t == 60:
-                d.reset("reset() without seed", None, None)
-            if t == 90:
-                d.reset("reset(seed=int)", 9, 9)
-            if t == 100:
-                mask = np.array([True, False, True, False])
-                d.reset("partial reset(seed=int)", 21, 21, mask)
-            d.step(f"step {t}", actions(rng, n))
-        d.recheck()
-    ref.close()
+@pytest.mark.parametrize(
+    "case, mode, copy",
+    [pytest.param(*r, id=f"{r[0]}-{r[1]}-{'copy' if r[2] else 'nocopy'}") for r in ASYNC_RUNS],
+)
+def test_async_matches_gymnasium(case: str, mode: str, copy: bool, executor: str) -> None:
+    """async_reset, then recv / send(actions, info["env_id"]) == SyncVectorEnv.step.
 
-
-@pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("copy", [True, False], ids=["copy", "nocopy"])
-@pytest.mark.parametrize("case", ["CartPole", "Pendulum", "CartPole-trunc17", "DictObs", "DictObs-limit4"])
-def test_async_matches_gymnasium_next_step(case: str, copy: bool, executor: str) -> None:
-    """async_reset, then recv / send(actions, info["env_id"]) == SyncVectorEnv.step (next_step)."""
+    batch_size == num_envs, so each recv holds every env (in any order: rows are put back in
+    env order by info["env_id"] before comparing, infos and final_obs included).
+    """
     seed = 900 + sorted(CASES).index(case)
     hive, ref, n, steps, actions = _make_pair(
-        case, "next_step", executor, copy=copy, seed=seed, batch_size=CASES[case][3]
+        case, mode, executor, copy=copy, seed=seed, batch_size=CASES[case][3]
     )
-    steps = min(steps, 350)
+    if case not in LONG_EPISODES:  # Pendulum needs > 400 steps to truncate twice
+        steps = min(steps, 350)
     rng = np.random.default_rng(seed)
     ended = 0
 
@@ -430,7 +524,9 @@ def test_async_matches_gymnasium_next_step(case: str, copy: bool, executor: str)
         if not copy:
             h = _snapshot(h)
         obs, rew, term, trunc, info = h
-        assert set(info) >= {"env_id"} and "_env_id" not in info, f"{where}: info keys {sorted(info)}"
+        assert set(info) >= {"env_id"} and "_env_id" not in info, (
+            f"{where}: info keys {sorted(info)}"
+        )
         ids = info.pop("env_id")
         assert isinstance(ids, np.ndarray) and ids.dtype == np.int32, f"{where}: env_id {ids!r}"
         assert sorted(ids.tolist()) == list(range(n)), f"{where}: env_id {ids.tolist()}"
@@ -447,8 +543,8 @@ def test_async_matches_gymnasium_next_step(case: str, copy: bool, executor: str)
             _same(trunc[order], g_rest[2], f"{where} truncated")
         return ids
 
-    with hive:
-        assert hive.batch_size == n
+    with hive, closing(ref):
+        assert hive.batch_size == n and hive.copy is copy
         hive.async_reset()
         g_obs, g_info = ref.reset(seed=seed)
         ids = recv("async_reset", g_obs, g_info, None)
@@ -463,5 +559,4 @@ def test_async_matches_gymnasium_next_step(case: str, copy: bool, executor: str)
             g_obs, g_rew, g_term, g_trunc, g_info = ref.step(a.copy())
             ended += int(np.count_nonzero(g_term | g_trunc))
             ids = recv(f"step {t}", g_obs, g_info, (g_rew, g_term, g_trunc))
-    ref.close()
     assert ended >= 5, f"only {ended} episode ends: the test is too weak"
