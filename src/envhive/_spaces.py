@@ -109,11 +109,13 @@ class ArrayCodec(Codec):
         self.shape: tuple[int, ...] = tuple(space.shape or ())
         self.dtype = np.dtype(space.dtype)
         self.integer = np.issubdtype(self.dtype, np.integer)
+        self.boolean = self.dtype.kind == "b"
         self.low = low
         self.high = high
-        # Bounds that are +-inf everywhere need no range check (saves a reduction per call).
-        self._check_low = low is not None and bool(np.any(np.isfinite(low)))
-        self._check_high = high is not None and bool(np.any(np.isfinite(high)))
+        # Bounds that are +-inf everywhere need no range check (saves a reduction per call);
+        # a bool Box is bounded by its dtype (gymnasium's Box.contains checks the dtype only).
+        self._check_low = not self.boolean and low is not None and bool(np.any(np.isfinite(low)))
+        self._check_high = not self.boolean and high is not None and bool(np.any(np.isfinite(high)))
         # (low, high) as Python numbers when both bounds are the same everywhere and finite.
         self._scalar_bounds: tuple[Any, Any] | None = None
         if self._check_low and self._check_high:
@@ -146,9 +148,12 @@ class ArrayCodec(Codec):
         if arr.shape != want:
             return arr, f"expected shape {want} for a batch of {n} from {self.space}, got {arr.shape}"
         kind = arr.dtype.kind
-        ok = kind in "iu" if self.integer else kind in "iuf"
+        if self.boolean:
+            ok = kind == "b"
+        else:
+            ok = kind in "iu" if self.integer else kind in "iuf"
         if not ok:
-            need = "integer" if self.integer else "integer or floating"
+            need = "bool" if self.boolean else "integer" if self.integer else "integer or floating"
             return arr, f"expected {need} dtype for {self.space}, got dtype {arr.dtype}"
         if self._scalar_bounds and arr.size <= 32:
             # Small batches (the common per-call case): Python min/max beats numpy's per-call

@@ -369,50 +369,49 @@ class ProcessExecutor(Executor):
                     self._dispatch(wk, ids, options)
         return out
 
-    def _wait_some(self, timeout: float | None) -> list[_Worker]:
-        """Wait for a completion; return every finished worker, first-finished first."""
-        first = self._wait_any(timeout)
+    def _finished(self) -> list[_Worker]:
+        """Busy workers whose done flag is set (flags are read once: workers write them)."""
         ctrl = self._ctrl
         assert ctrl is not None
-        finished = [first]
-        for w in np.flatnonzero(ctrl.done.copy()).tolist():
-            wk = self._state.workers[w]
-            if wk.busy is not None and wk is not first:
-                # Its flag is set, so its post is made or about to be: take it to stay in step.
-                while not self._done_sem.acquire(True, _POLL_S):
-                    self._check_workers()
-                ctrl.done[w] = 0
-                finished.append(wk)
+        done = ctrl.done
+        return [wk for wk in self._state.workers if wk.busy is not None and done[wk.w]]
+
+    def _wait_some(self, timeout: float | None) -> list[_Worker]:
+        """Wait for a completion; return every finished worker, first-finished first.
+
+        Each worker posts ``done_sem`` once per command, after setting its flag. We take one
+        post per worker we hand back, so flags and posts stay in step.
+        """
+        self._take_post(timeout)
+        finished = self._finished()
+        ctrl = self._ctrl
+        assert ctrl is not None
+        for extra in range(len(finished) - 1):
+            # Its flag is set, so its post is made or about to be.
+            while not self._done_sem.acquire(True, _POLL_S):
+                self._check_workers()
+        for wk in finished:
+            ctrl.done[wk.w] = 0
         if len(finished) > 1:
             finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
+        elif not finished:
+            raise RuntimeError("internal error: a completion was signalled but no worker is done")
         return finished
 
-    def _wait_any(self, timeout: float | None) -> _Worker:
-        """Take one completion post; return a worker whose command finished."""
-        sem, ctrl = self._done_sem, self._ctrl
-        assert ctrl is not None
-        deadline = time.perf_counter() + (self._spin_s or 0.0)
-        acquired = False
-        while time.perf_counter() < deadline:
-            if sem.acquire(False):
-                acquired = True
-                break
+    def _take_post(self, timeout: float | None) -> None:
+        """Take one completion post: spin briefly (yielding the core), then block in slices."""
+        sem = self._done_sem
+        if self._spin_s:
+            deadline = time.perf_counter() + self._spin_s
+            while time.perf_counter() < deadline:
+                if sem.acquire(False):
+                    return
+                os.sched_yield()
         give_up = None if timeout is None else time.monotonic() + timeout
-        while not acquired:
-            acquired = sem.acquire(True, _POLL_S)
-            if not acquired:
-                self._check_workers()
-                if give_up is not None and time.monotonic() > give_up:
-                    raise TimeoutError(f"recv() timed out after {timeout} s")
-        # Every post follows exactly one worker's done flag, so a flag is set now. Take the
-        # earliest finisher (snapshot first: workers set their flags concurrently).
-        flagged = [w for w in np.flatnonzero(ctrl.done.copy()).tolist()
-                   if self._state.workers[w].busy is not None]
-        if flagged:
-            w = min(flagged, key=lambda k: float(ctrl.done_time[k]))
-            ctrl.done[w] = 0
-            return self._state.workers[w]
-        raise RuntimeError("internal error: a completion was signalled but no worker is done")
+        while not sem.acquire(True, _POLL_S):
+            self._check_workers()
+            if give_up is not None and time.monotonic() > give_up:
+                raise TimeoutError(f"recv() timed out after {timeout} s")
 
     def _collect(self, wk: _Worker, out: Completion) -> int:
         ctrl, b = self._ctrl, self._buffers
@@ -530,9 +529,9 @@ class ProcessExecutor(Executor):
             wk.cmd_sem.release()
         results: dict[int, Any] = {}
         while len(results) < len(self._state.workers):
-            wk = self._wait_any(None)
-            wk.busy = None
-            results[wk.w] = cloudpickle.loads(wk.conn.recv_bytes())
+            for wk in self._wait_some(None):
+                wk.busy = None
+                results[wk.w] = cloudpickle.loads(wk.conn.recv_bytes())
         merged: list[Any] = []
         for w in range(len(self._state.workers)):
             tag, value = results[w]
@@ -555,10 +554,12 @@ class ProcessExecutor(Executor):
             wk.busy = []
             wk.sent_at = time.monotonic()
             wk.cmd_sem.release()
-        for _ in self._state.workers:
-            wk = self._wait_any(None)
-            wk.busy = None
-            tag, value = cloudpickle.loads(wk.conn.recv_bytes())
+        replies: list[Any] = []
+        while len(replies) < len(self._state.workers):
+            for wk in self._wait_some(None):
+                wk.busy = None
+                replies.append(cloudpickle.loads(wk.conn.recv_bytes()))
+        for tag, value in replies:
             if tag == "error":
                 raise value
 

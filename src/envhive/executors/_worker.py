@@ -13,6 +13,7 @@ non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker set
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import traceback
@@ -94,6 +95,7 @@ def _wait(sem: Any, spin_s: float, parent: Any) -> None:
     while time.perf_counter() < deadline:
         if sem.acquire(False):
             return
+        os.sched_yield()  # free when the core is idle; gives it up when anyone else could run
     while not sem.acquire(True, _PARENT_CHECK_S):
         if parent is not None and not parent.is_alive():
             raise SystemExit(0)  # orphaned: the parent died without closing us

@@ -1,0 +1,105 @@
+"""Process executor vs the peers, all in one run.
+
+Runs envhive's process executor against a plain for-loop over the same envs (one process),
+gymnasium's SyncVectorEnv and gymnasium's AsyncVectorEnv. It covers CartPole-v1 (Python) and
+Ant-v5 (MuJoCo), at 8 and 64 envs, plus per-call latency at 1 env. Writes JSON.
+
+    python benchmarks/bench_process.py --json benchmarks/results/process.json
+
+Ant-v5 needs ``gymnasium[mujoco]`` (``pip install -e ".[bench]"``). Without it, Ant is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import envhive
+from envhive._bench import measure_steps, random_actions
+from envhive.executors import ProcessExecutor
+
+
+def plain_loop(env_id: str, n: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """n envs stepped one after another in this process, with next-step autoreset by hand."""
+    envs = [gym.make(env_id) for _ in range(n)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    done = [False] * n
+
+    def step(actions: Any) -> None:
+        for i, e in enumerate(envs):
+            if done[i]:
+                e.reset()
+                done[i] = False
+            else:
+                _, _, te, tr, _ = e.step(actions[i])
+                done[i] = te or tr
+
+    return step, lambda: [e.close() for e in envs]
+
+
+def run_case(env_id: str, n: int, seconds: float, workers: int | None) -> list[dict[str, Any]]:
+    rows = []
+
+    def record(name: str, step: Callable[[Any], Any], space: gym.Space, close: Callable[[], Any]) -> None:
+        try:
+            m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
+        finally:
+            close()
+        row = m.as_dict() | {"us_per_call": 1e6 * m.seconds / m.calls}
+        rows.append(row)
+        print(f"{env_id:<12} n={n:<3} {name:<34} {row['steps_per_s']:>11,.0f} steps/s "
+              f"{row['us_per_call']:>9.1f} us/call", flush=True)
+
+    ex = ProcessExecutor(workers)
+    env = envhive.make(env_id, n, executor=ex, seed=0, copy=False)
+    env.reset()
+    record(f"envhive {ex.describe()}", env.step, env.action_space, env.close)
+    step, close = plain_loop(env_id, n)
+    record("plain for-loop (1 process)", step, env.action_space, close)
+    sync = gym.make_vec(env_id, n, vectorization_mode="sync")
+    sync.reset(seed=0)
+    record("gymnasium SyncVectorEnv", sync.step, sync.action_space, sync.close)
+    asyn = gym.make_vec(env_id, n, vectorization_mode="async")
+    asyn.reset(seed=0)
+    record("gymnasium AsyncVectorEnv", asyn.step, asyn.action_space, asyn.close)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[8, 64])
+    parser.add_argument("--workers", type=int, default=None, help="default: one per CPU")
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Ant-v5"])
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    for env_id in args.envs:
+        try:
+            gym.make(env_id).close()
+        except Exception as err:  # noqa: BLE001 - a missing optional simulator skips that env
+            print(f"skipping {env_id}: {type(err).__name__}: {err}")
+            continue
+        for n in [1, *args.num_envs] if env_id == "CartPole-v1" else args.num_envs:
+            rows.extend(run_case(env_id, n, args.seconds, args.workers))
+    if args.json:
+        meta = {"machine": platform.platform(), "python": platform.python_version(),
+                "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "envhive": envhive.__version__, "gymnasium": gym.__version__,
+                "numpy": np.__version__}
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, "results": rows}, fh, indent=2)
+        print("wrote", args.json)
+
+
+if __name__ == "__main__":
+    main()
