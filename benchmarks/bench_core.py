@@ -68,8 +68,8 @@ def main() -> None:
     for env_name, make_env in cases.items():
         for n in args.num_envs:
             runners = {
-                "envhive serial": lambda: envhive.make(make_env, n, executor="serial", copy=False),
-                "gymnasium SyncVectorEnv": lambda: gym.vector.SyncVectorEnv([make_env] * n, copy=False),
+                "envhive serial": lambda f=make_env, k=n: envhive.make(f, k, executor="serial", copy=False),
+                "gymnasium SyncVectorEnv": lambda f=make_env, k=n: gym.vector.SyncVectorEnv([f] * k, copy=False),
             }
             for name, build in runners.items():
                 env = build()

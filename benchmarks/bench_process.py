@@ -46,37 +46,69 @@ def plain_loop(env_id: str, n: int) -> tuple[Callable[[Any], None], Callable[[],
     return step, lambda: [e.close() for e in envs]
 
 
-def run_case(env_id: str, n: int, seconds: float, workers: int | None) -> list[dict[str, Any]]:
+def _runners(env_id: str, n: int, workers: int | None) -> dict[str, Callable[[], tuple]]:
+    """name -> builder returning (step, batched action space, close)."""
+
+    def envhive_process(**kw: Any) -> Callable[[], tuple]:
+        def build() -> tuple:
+            env = envhive.make(env_id, n, executor=ProcessExecutor(workers, **kw), seed=0, copy=False)
+            env.reset()
+            return env.step, env.action_space, env.close
+        return build
+
+    def gym_vec(mode: str) -> Callable[[], tuple]:
+        def build() -> tuple:
+            env = gym.make_vec(env_id, n, vectorization_mode=mode)
+            env.reset(seed=0)
+            return env.step, env.action_space, env.close
+        return build
+
+    def loop() -> tuple:
+        step, close = plain_loop(env_id, n)
+        return step, gym.vector.utils.batch_space(gym.make(env_id).action_space, n), close
+
+    k = min(workers or os.cpu_count() or 1, n)
+    runners = {f"envhive process ({k} workers)": envhive_process()}
+    if k > 1:
+        runners[f"envhive process ({k - 1} workers + parent slice)"] = envhive_process(parent_slice=True)
+    runners |= {
+        "plain for-loop (1 process)": loop,
+        "gymnasium SyncVectorEnv": gym_vec("sync"),
+        "gymnasium AsyncVectorEnv": gym_vec("async"),
+    }
+    return runners
+
+
+def run_case(env_id: str, n: int, seconds: float, workers: int | None, repeats: int) -> list[dict[str, Any]]:
+    """Each runner ``repeats`` times, interleaved (this machine's speed drifts); report medians."""
+    runners = _runners(env_id, n, workers)
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    calls: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeats):
+        for name, build in runners.items():
+            step, space, close = build()
+            try:
+                m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
+            finally:
+                close()
+            samples[name].append(m.steps_per_s)
+            calls[name].append(1e6 * m.seconds / m.calls)
     rows = []
-
-    def record(name: str, step: Callable[[Any], Any], space: gym.Space, close: Callable[[], Any]) -> None:
-        try:
-            m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
-        finally:
-            close()
-        row = m.as_dict() | {"us_per_call": 1e6 * m.seconds / m.calls}
+    for name in runners:
+        row = {"runner": name, "env": env_id, "num_envs": n,
+               "steps_per_s": float(np.median(samples[name])), "samples": samples[name],
+               "us_per_call": float(np.median(calls[name]))}
         rows.append(row)
-        print(f"{env_id:<12} n={n:<3} {name:<34} {row['steps_per_s']:>11,.0f} steps/s "
-              f"{row['us_per_call']:>9.1f} us/call", flush=True)
-
-    ex = ProcessExecutor(workers)
-    env = envhive.make(env_id, n, executor=ex, seed=0, copy=False)
-    env.reset()
-    record(f"envhive {ex.describe()}", env.step, env.action_space, env.close)
-    step, close = plain_loop(env_id, n)
-    record("plain for-loop (1 process)", step, env.action_space, close)
-    sync = gym.make_vec(env_id, n, vectorization_mode="sync")
-    sync.reset(seed=0)
-    record("gymnasium SyncVectorEnv", sync.step, sync.action_space, sync.close)
-    asyn = gym.make_vec(env_id, n, vectorization_mode="async")
-    asyn.reset(seed=0)
-    record("gymnasium AsyncVectorEnv", asyn.step, asyn.action_space, asyn.close)
+        print(f"{env_id:<12} n={n:<3} {name:<42} {row['steps_per_s']:>11,.0f} steps/s "
+              f"{row['us_per_call']:>9.1f} us/call  (min {min(samples[name]):,.0f}, "
+              f"max {max(samples[name]):,.0f})", flush=True)
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--workers", type=int, default=None, help="default: one per CPU")
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Ant-v5"])
@@ -86,11 +118,11 @@ def main() -> None:
     for env_id in args.envs:
         try:
             gym.make(env_id).close()
-        except Exception as err:  # noqa: BLE001 - a missing optional simulator skips that env
+        except Exception as err:
             print(f"skipping {env_id}: {type(err).__name__}: {err}")
             continue
         for n in [1, *args.num_envs] if env_id == "CartPole-v1" else args.num_envs:
-            rows.extend(run_case(env_id, n, args.seconds, args.workers))
+            rows.extend(run_case(env_id, n, args.seconds, args.workers, args.repeats))
     if args.json:
         meta = {"machine": platform.platform(), "python": platform.python_version(),
                 "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -88,7 +88,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 if mode == "disabled":
                     rec = _disabled_transcript(env, batches)
                 else:
-                    rec = transcript(env, args.steps, lambda t: batches[t], seed=0)
+                    rec = transcript(env, args.steps, batches.__getitem__, seed=0)
             finally:
                 env.close()
             if reference is None:

@@ -110,7 +110,9 @@ class GymIdFactory:
 
     def __call__(self) -> gym.Env:
         _import_plugin(self.id)
-        extra = {} if self.max_episode_steps is None else {"max_episode_steps": self.max_episode_steps}
+        extra: dict[str, Any] = {}
+        if self.max_episode_steps is not None:
+            extra["max_episode_steps"] = self.max_episode_steps
         return gym.make(self.id, **self.kwargs, **extra)
 
     def __repr__(self) -> str:

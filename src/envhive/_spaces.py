@@ -120,9 +120,9 @@ class ArrayCodec(Codec):
         self._scalar_bounds: tuple[Any, Any] | None = None
         if self._check_low and self._check_high:
             lo_arr, hi_arr = np.asarray(low), np.asarray(high)
-            if lo_arr.size and (lo_arr == lo_arr.flat[0]).all() and (hi_arr == hi_arr.flat[0]).all():
-                if np.isfinite(lo_arr.flat[0]) and np.isfinite(hi_arr.flat[0]):
-                    self._scalar_bounds = (lo_arr.flat[0].item(), hi_arr.flat[0].item())
+            uniform = lo_arr.size and (lo_arr == lo_arr.flat[0]).all() and (hi_arr == hi_arr.flat[0]).all()
+            if uniform and np.isfinite(lo_arr.flat[0]) and np.isfinite(hi_arr.flat[0]):
+                self._scalar_bounds = (lo_arr.flat[0].item(), hi_arr.flat[0].item())
 
     def allocate(self, n: int, alloc: Allocator = _zeros) -> np.ndarray:
         return alloc((n, *self.shape), self.dtype)
@@ -202,7 +202,7 @@ class ObjectCodec(Codec):
     def has_objects(self) -> bool:
         return True
 
-    def validate(self, batch: Any, n: int) -> tuple[np.ndarray, str | None]:
+    def validate(self, batch: Any, n: int) -> tuple[Any, str | None]:
         if isinstance(batch, (str, bytes)) or not isinstance(batch, (Sequence, np.ndarray)):
             return batch, f"expected a sequence of {n} values of {self.space}, got {type(batch).__name__}"
         if len(batch) != n:

@@ -69,9 +69,8 @@ def as_index(ids: list[int]) -> slice | list[int]:
         (slice(2, 5, None), [3, 2])
     """
     n = len(ids)
-    if n and ids[-1] - ids[0] + 1 == n and (n < 3 or ids == list(range(ids[0], ids[-1] + 1))):
-        if n < 2 or ids[1] > ids[0]:
-            return slice(ids[0], ids[-1] + 1)
+    if n and ids[-1] - ids[0] + 1 == n and (n == 1 or ids == list(range(ids[0], ids[-1] + 1))):
+        return slice(ids[0], ids[-1] + 1)
     return ids
 
 
@@ -202,7 +201,7 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
         for env in envs:
             try:
                 env.close()
-            except Exception:  # noqa: BLE001 - the original error matters more
+            except Exception:
                 pass
         raise
     return envs
@@ -252,7 +251,11 @@ class EnvRunner:
         ops = b.ops[index].tolist()
         envs, first = self.envs, self.first_id
         read, actions, write, obs_buf = b.act_codec.read, b.actions, self._write, b.obs
-        done_ids, rewards, terms, truncs = [], [], [], []
+        done_ids: list[int] = []
+        rewards: list[Any] = []
+        terms: list[Any] = []
+        truncs: list[Any] = []
+        reward: Any
         infos, final_infos = out.infos, out.final_infos
         for i, op in zip(ids, ops):
             try:
@@ -341,7 +344,7 @@ class EnvRunner:
         for env in self.envs:
             try:
                 env.close()
-            except Exception:  # noqa: BLE001 - closing must reach every env
+            except Exception:
                 pass
         self.envs = []
 
