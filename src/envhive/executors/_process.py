@@ -279,7 +279,9 @@ class ProcessExecutor(Executor):
             self._state.workers.append(wk)
             self._by_slice[w] = wk
         self._done_sem = self._ctx.Semaphore(0)
-        self._spin = SpinPolicy(self._spin_s)
+        # Waiters yield the core between polls unless every process has a core of its own.
+        self._yield_core = len(self._state.workers) + 1 > (os.cpu_count() or 1)
+        self._spin = SpinPolicy(self._spin_s, self._yield_core)
         props: list[EnvProps] = []
         try:
             for wk in self._state.workers:
@@ -304,7 +306,7 @@ class ProcessExecutor(Executor):
         wk.proc = self._ctx.Process(
             target=worker_main,
             args=(wk.w, wk.lo, wk.hi, child_conn, wk.cmd_sem, self._done_sem,
-                  wk.blob, self._spin_s),
+                  wk.blob, self._spin_s, self._yield_core),
             name=f"envhive-worker-{wk.w}",
             daemon=True,
         )
