@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from envhive._spaces import Codec, Tree
+from envhive._spaces import ArrayCodec, Codec, Tree
 from envhive.errors import ConfigError, EnvWorkerError
 
 __all__ = [
@@ -251,6 +251,10 @@ class EnvRunner:
         ops = b.ops[index].tolist()
         envs, first = self.envs, self.first_id
         read, actions, write, obs_buf = b.act_codec.read, b.actions, self._write, b.obs
+        # Fast paths for single-array spaces (most envs): index directly, no codec calls.
+        act_array = type(b.act_codec) is ArrayCodec
+        obs_shape = b.obs_codec.shape if type(b.obs_codec) is ArrayCodec else None
+        ndarray = np.ndarray
         done_ids: list[int] = []
         rewards: list[Any] = []
         terms: list[Any] = []
@@ -266,12 +270,17 @@ class EnvRunner:
                     write(obs_buf, i, obs, "reset")
                 else:
                     env = envs[i - first]
-                    obs, reward, term, trunc, info = env.step(read(actions, i))
+                    obs, reward, term, trunc, info = env.step(
+                        actions[i] if act_array else read(actions, i)
+                    )
                     if op == _STEP_RESET and (term or trunc):
                         write(b.final_obs, i, obs, "step")
                         final_infos[i] = info
                         obs, info = env.reset()
-                    write(obs_buf, i, obs, "step")
+                    if type(obs) is ndarray and obs.shape == obs_shape:
+                        obs_buf[i] = obs
+                    else:
+                        write(obs_buf, i, obs, "step")
             except EnvWorkerError as err:
                 out.errors[i] = err
                 continue
