@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -60,34 +61,47 @@ def plain_loop(make_env, n: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     cases = {"CartPole-v1": lambda: gym.make("CartPole-v1"), "Noop": NoopEnv}
     rows = []
     for env_name, make_env in cases.items():
         for n in args.num_envs:
-            runners = {
-                "envhive serial": lambda f=make_env, k=n: envhive.make(f, k, executor="serial", copy=False),
-                "gymnasium SyncVectorEnv": lambda f=make_env, k=n: gym.vector.SyncVectorEnv([f] * k, copy=False),
-            }
-            for name, build in runners.items():
-                env = build()
+
+            def envhive_serial(f=make_env, k=n):
+                env = envhive.make(f, k, executor="serial", copy=False)
                 env.reset(seed=0)
-                m = measure_steps(env.step, random_actions(env.action_space, 64), n,
-                                  seconds=args.seconds, runner=name, env=env_name)
-                env.close()
-                rows.append(m.as_dict() | {"us_per_call": 1e6 * m.seconds / m.calls})
-            step = plain_loop(make_env, n)
-            acts = random_actions(spaces.MultiDiscrete([2] * n), 64)
-            m = measure_steps(step, acts, n, seconds=args.seconds, runner="plain for-loop", env=env_name)
-            rows.append(m.as_dict() | {"us_per_call": 1e6 * m.seconds / m.calls})
-            for r in rows[-3:]:
-                print(f"{r['env']:<12} n={n:<3} {r['runner']:<24} {r['steps_per_s']:>11,.0f} steps/s "
-                      f"{r['us_per_call']:>8.1f} us/call")
+                return env.step, env.action_space, env.close
+
+            def gym_sync(f=make_env, k=n):
+                env = gym.vector.SyncVectorEnv([f] * k, copy=False)
+                env.reset(seed=0)
+                return env.step, env.action_space, env.close
+
+            def loop(f=make_env, k=n):
+                return plain_loop(f, k), spaces.MultiDiscrete([2] * k), lambda: None
+
+            runners = {"envhive serial": envhive_serial, "gymnasium SyncVectorEnv": gym_sync,
+                       "plain for-loop": loop}
+            samples: dict[str, list[tuple[float, float]]] = {k: [] for k in runners}
+            for _ in range(args.repeats):
+                for name, build in runners.items():
+                    step, space, close = build()
+                    m = measure_steps(step, random_actions(space, 64), n, seconds=args.seconds)
+                    close()
+                    samples[name].append((m.steps_per_s, 1e6 * m.seconds / m.calls))
+            for name, got in samples.items():
+                sps = float(np.median([g[0] for g in got]))
+                us = float(np.median([g[1] for g in got]))
+                rows.append({"runner": name, "env": env_name, "num_envs": n, "steps_per_s": sps,
+                             "us_per_call": us, "samples": [g[0] for g in got]})
+                print(f"{env_name:<12} n={n:<3} {name:<24} {sps:>11,.0f} steps/s {us:>8.1f} us/call",
+                      flush=True)
     if args.json:
         meta = {"machine": platform.platform(), "python": platform.python_version(),
-                "cpus": __import__("os").cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "envhive": envhive.__version__, "gymnasium": gym.__version__}
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "results": rows}, fh, indent=2)
