@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 import envhive
-from envhive._bench import measure_steps, random_actions
+from envhive._bench import measure_steps, plain_loop, random_actions
 
 
 class NoopEnv(gym.Env):
@@ -37,25 +37,6 @@ class NoopEnv(gym.Env):
 
     def step(self, action):
         return self._obs, 1.0, False, False, {}
-
-
-def plain_loop(make_env, n: int):
-    """A for-loop over n envs with manual next-step autoreset: the no-framework baseline."""
-    envs = [make_env() for _ in range(n)]
-    for i, e in enumerate(envs):
-        e.reset(seed=i)
-    done = [False] * n
-
-    def step(actions):
-        for i, e in enumerate(envs):
-            if done[i]:
-                e.reset()
-                done[i] = False
-            else:
-                _, _, te, tr, _ = e.step(actions[i])
-                done[i] = te or tr
-
-    return step
 
 
 def main() -> None:
@@ -81,7 +62,8 @@ def main() -> None:
                 return env.step, env.action_space, env.close
 
             def loop(f=make_env, k=n):
-                return plain_loop(f, k), spaces.MultiDiscrete([2] * k), lambda: None
+                step, close = plain_loop(f, k)
+                return step, spaces.MultiDiscrete([2] * k), close
 
             runners = {"envhive serial": envhive_serial, "gymnasium SyncVectorEnv": gym_sync,
                        "plain for-loop": loop}

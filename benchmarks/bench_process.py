@@ -23,27 +23,8 @@ import gymnasium as gym
 import numpy as np
 
 import envhive
-from envhive._bench import measure_steps, random_actions
+from envhive._bench import measure_steps, plain_loop, random_actions
 from envhive.executors import ProcessExecutor
-
-
-def plain_loop(env_id: str, n: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
-    """n envs stepped one after another in this process, with next-step autoreset by hand."""
-    envs = [gym.make(env_id) for _ in range(n)]
-    for i, e in enumerate(envs):
-        e.reset(seed=i)
-    done = [False] * n
-
-    def step(actions: Any) -> None:
-        for i, e in enumerate(envs):
-            if done[i]:
-                e.reset()
-                done[i] = False
-            else:
-                _, _, te, tr, _ = e.step(actions[i])
-                done[i] = te or tr
-
-    return step, lambda: [e.close() for e in envs]
 
 
 def _runners(env_id: str, n: int, workers: int | None) -> dict[str, Callable[[], tuple]]:
@@ -64,7 +45,7 @@ def _runners(env_id: str, n: int, workers: int | None) -> dict[str, Callable[[],
         return build
 
     def loop() -> tuple:
-        step, close = plain_loop(env_id, n)
+        step, close = plain_loop(lambda: gym.make(env_id), n)
         return step, gym.vector.utils.batch_space(gym.make(env_id).action_space, n), close
 
     k = min(workers or os.cpu_count() or 1, n)

@@ -9,7 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["Measurement", "measure_steps", "random_actions"]
+__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop"]
 
 
 @dataclass
@@ -74,3 +74,33 @@ def measure_steps(
     elapsed = now - start
     return Measurement(runner, env, num_envs, calls * num_envs / elapsed, elapsed, calls)
 
+
+
+def plain_loop(make_env: Callable[[], gym.Env], n: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """The no-framework baseline: ``n`` envs stepped one after another in this process.
+
+    Autoreset (next-step style) is done by hand. Returns ``(step(actions), close())``.
+
+    Examples:
+        >>> step, close = plain_loop(lambda: gym.make("CartPole-v1"), 2)
+        >>> step([0, 1]); close()
+    """
+    envs = [make_env() for _ in range(n)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    done = [False] * n
+
+    def step(actions: Any) -> None:
+        for i, e in enumerate(envs):
+            if done[i]:
+                e.reset()
+                done[i] = False
+            else:
+                _, _, term, trunc, _ = e.step(actions[i])
+                done[i] = term or trunc
+
+    def close() -> None:
+        for e in envs:
+            e.close()
+
+    return step, close

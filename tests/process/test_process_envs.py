@@ -127,3 +127,12 @@ def test_lab2d_runs_in_process_workers_identically_to_serial():
     assert any(step[3].any() for step in a[1:])  # crossed an episode end (time limit)
     env.close()
     ref.close()
+
+
+def test_executor_instance_serves_one_pool():
+    ex = ProcessExecutor(2)
+    env = envhive.make(CountingEnv, 2, executor=ex)
+    with pytest.raises(envhive.ConfigError, match="new instance"):
+        envhive.make(CountingEnv, 2, executor=ex)
+    env.reset(seed=0)  # the first pool is untouched
+    env.close()

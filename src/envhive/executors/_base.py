@@ -407,3 +407,12 @@ class Executor(ABC):
     def describe(self) -> str:
         """A short text for ``repr`` (e.g. ``"process, 4 workers"``)."""
         return self.name
+
+    def _claim(self) -> None:
+        """Call at the start of ``launch``: one executor instance serves one pool."""
+        if getattr(self, "_claimed", False):
+            raise ConfigError(
+                f"this {type(self).__name__} already runs a pool; pass a new instance to each "
+                "envhive.make() call"
+            )
+        self._claimed = True

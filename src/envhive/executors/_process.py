@@ -253,6 +253,7 @@ class ProcessExecutor(Executor):
         return bounds
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        self._claim()
         n = len(factories)
         bounds = self._slices(n)
         inline = self.parent_slice and len(bounds) > 1

@@ -42,6 +42,7 @@ class SerialExecutor(Executor):
         self._done = Completion()
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        self._claim()
         envs = build_envs(factories, first_id=0)
         self._runner = EnvRunner(envs, first_id=0)
         return [env_props(env) for env in envs]
