@@ -73,7 +73,7 @@ def plan_ops(mode: AutoresetMode, ended: np.ndarray | None) -> np.ndarray | int:
     """
     if mode is AutoresetMode.SAME_STEP:
         return _STEP_RESET_INT
-    if mode is AutoresetMode.NEXT_STEP and ended is not None and ended.any():
+    if mode is AutoresetMode.NEXT_STEP and ended is not None and np.count_nonzero(ended):
         return np.where(ended, _RESET, _STEP)
     return _STEP_INT
 

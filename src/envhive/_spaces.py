@@ -174,7 +174,7 @@ class ArrayCodec(Codec):
             bad = np.isnan(arr)
         else:
             return arr, None
-        if bad.any():
+        if np.count_nonzero(bad):
             k = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])
             return arr, f"value {arr[k].tolist()!r} at [{k}] is outside {self.space}"
         return arr, None
