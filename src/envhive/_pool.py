@@ -329,7 +329,7 @@ class Pool:
                     np.logical_or(b.terminated, b.truncated, out=self._ended)
                 else:
                     self._ended[ids] = b.terminated[ids] | b.truncated[ids]
-                self._any_ended = np.count_nonzero(self._ended) > 0
+                self._any_ended = bool(np.count_nonzero(self._ended))
                 refresh = refresh or self.autoreset is AutoresetMode.DISABLED
             if done.infos:
                 self._infos.update(done.infos)
@@ -339,7 +339,7 @@ class Pool:
             np.logical_or(~self._started, self._broken, out=self._blocked)
             if self.autoreset is AutoresetMode.DISABLED:
                 self._blocked |= self._ended
-            self._any_blocked = np.count_nonzero(self._blocked) > 0
+            self._any_blocked = bool(np.count_nonzero(self._blocked))
         return count
 
     def _raise_errors(self) -> None:
