@@ -10,17 +10,13 @@ measured in the same run.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import time
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 import envhive
-from envhive._bench import measure_steps, plain_loop, random_actions
+from envhive._bench import measure_steps, plain_loop, random_actions, write_results
 
 
 class NoopEnv(gym.Env):
@@ -82,12 +78,7 @@ def main() -> None:
                 print(f"{env_name:<12} n={n:<3} {name:<24} {sps:>11,.0f} steps/s {us:>8.1f} us/call",
                       flush=True)
     if args.json:
-        meta = {"machine": platform.platform(), "python": platform.python_version(),
-                "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "envhive": envhive.__version__, "gymnasium": gym.__version__}
-        with open(args.json, "w") as fh:
-            json.dump({"meta": meta, "results": rows}, fh, indent=2)
-        print("wrote", args.json)
+        write_results(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,13 @@ the mean hides a tail of descheduling hiccups on a shared VM.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import time
 
 import gymnasium as gym
 import numpy as np
 
 import envhive
+from envhive._bench import write_results
 from envhive.executors import ProcessExecutor
 
 
@@ -56,12 +54,7 @@ def main() -> None:
                      "mean_us": float(ts.mean())})
         print(f"{name:<28} p50 {p50:6.1f} us  p90 {p90:6.1f}  p99 {p99:6.1f}  mean {ts.mean():6.1f}")
     if args.json:
-        meta = {"machine": platform.platform(), "python": platform.python_version(),
-                "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "envhive": envhive.__version__, "gymnasium": gym.__version__}
-        with open(args.json, "w") as fh:
-            json.dump({"meta": meta, "results": rows}, fh, indent=2)
-        print("wrote", args.json)
+        write_results(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,7 @@ Ant-v5 needs ``gymnasium[mujoco]`` (``pip install -e ".[bench]"``). Without it, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 import envhive
-from envhive._bench import measure_steps, plain_loop, random_actions
+from envhive._bench import measure_steps, plain_loop, random_actions, write_results
 from envhive.executors import ProcessExecutor
 
 
@@ -105,13 +102,7 @@ def main() -> None:
         for n in [1, *args.num_envs] if env_id == "CartPole-v1" else args.num_envs:
             rows.extend(run_case(env_id, n, args.seconds, args.workers, args.repeats))
     if args.json:
-        meta = {"machine": platform.platform(), "python": platform.python_version(),
-                "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "envhive": envhive.__version__, "gymnasium": gym.__version__,
-                "numpy": np.__version__}
-        with open(args.json, "w") as fh:
-            json.dump({"meta": meta, "results": rows}, fh, indent=2)
-        print("wrote", args.json)
+        write_results(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -9,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop"]
+__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop", "write_results"]
 
 
 @dataclass
@@ -104,3 +107,23 @@ def plain_loop(make_env: Callable[[], gym.Env], n: int) -> tuple[Callable[[Any],
             e.close()
 
     return step, close
+
+
+def write_results(path: str, rows: list[dict[str, Any]]) -> None:
+    """Write benchmark rows as JSON, with the machine and versions they were measured on."""
+    import numpy as np
+
+    import envhive
+
+    meta = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "envhive": envhive.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+    }
+    with open(path, "w") as fh:
+        json.dump({"meta": meta, "results": rows}, fh, indent=2)
+    print("wrote", path)
