@@ -136,3 +136,41 @@ def test_executor_instance_serves_one_pool():
         envhive.make(CountingEnv, 2, executor=ex)
     env.reset(seed=0)  # the first pool is untouched
     env.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_parent_slice_matches_serial(mode):
+    from envhive._cli import _disabled_transcript
+
+    def factory():
+        return CountingEnv(pattern=[(3, "term"), (4, "trunc")])
+
+    rng = np.random.default_rng(1)
+    acts = [rng.integers(0, 3, 5) for _ in range(40)]
+    ex = ProcessExecutor(2, parent_slice=True)
+    env = envhive.make(factory, 5, executor=ex, autoreset=mode)
+    ref = envhive.make(factory, 5, executor="serial", autoreset=mode)
+    assert "parent slice" in repr(env) and len(ex.worker_pids()) == 1
+    if mode == "disabled":
+        assert_same_transcript(_disabled_transcript(env, acts), _disabled_transcript(ref, acts))
+    else:
+        assert_same_transcript(transcript(env, 40, lambda t: acts[t], seed=2), transcript(ref, 40, lambda t: acts[t], seed=2))
+    env.set_attr("pattern", [[(9, "term")]] * 5)
+    assert env.get_attr("tag") == ref.get_attr("tag")  # the seeds reached the same envs
+    assert env.get_attr("pattern") == tuple([[(9, "term")]] * 5)
+    env.close()
+    ref.close()
+
+
+def test_parent_slice_async_and_option_conflict():
+    env = envhive.make(CountingEnv, 6, executor=ProcessExecutor(3, parent_slice=True), batch_size=2)
+    env.async_reset()
+    seen = set()
+    for _ in range(12):
+        obs, rew, term, trunc, info = env.recv()
+        seen.update(info["env_id"].tolist())
+        env.send(np.zeros(2, np.int64), info["env_id"])
+    assert seen == set(range(6))
+    env.close()
+    with pytest.raises(envhive.ConfigError, match="step_timeout"):
+        ProcessExecutor(2, parent_slice=True, step_timeout=1.0)

@@ -231,7 +231,6 @@ class ProcessExecutor(Executor):
         self._closed = False
         self._ctrl: Control | None = None
         self._buffers: Buffers | None = None
-        self._blobs: list[bytes] = []
         self._owner = np.zeros(0, np.int64)
         self._lost: set[int] = set()  # envs of a restarted worker that were not running
         self._restarted: dict[int, int] = {}  # env id -> the op it was sent before substitution
@@ -260,14 +259,14 @@ class ProcessExecutor(Executor):
         self._owner = np.concatenate([np.full(hi - lo, w) for w, (lo, hi) in enumerate(bounds)])
         self._all_ids = list(range(n))
         if self._spin_s is None:
-            # Polling yields the core between tries (sched_yield), so it is cheap even when
-            # the machine is oversubscribed, and it saves two ~50-100 us wake-ups per call.
+            # The cap of the adaptive poll (SpinPolicy): polling saves two ~50-100 us wake-ups
+            # per call, and yields the core between tries when there is no spare one.
             self._spin_s = 2e-3
         for w, (lo, hi) in enumerate(bounds):
             if inline and w == 0:
                 continue
             try:
-                self._blobs.append(cloudpickle.dumps(list(factories[lo:hi])))
+                blob = cloudpickle.dumps(list(factories[lo:hi]))
             except Exception as err:
                 self.close()
                 raise ConfigError(
@@ -276,7 +275,7 @@ class ProcessExecutor(Executor):
                     "lambda: MyEnv(...); it may capture anything cloudpickle can serialize."
                 ) from err
             wk = _Worker(w, lo, hi)
-            wk.blob = self._blobs[-1]
+            wk.blob = blob
             self._state.workers.append(wk)
             self._by_slice[w] = wk
         self._done_sem = self._ctx.Semaphore(0)
@@ -413,6 +412,11 @@ class ProcessExecutor(Executor):
         self._check_usable()
         out = Completion()
         got = 0
+        if self._inline_queue:
+            # Workers that already finished come first (they finished before the parent's slice
+            # runs), else a parent slice would starve them whenever it alone fills a batch.
+            for wk in self._sweep():
+                got += self._collect_and_refill(wk, out)
         while self._inline_queue:
             ids, options = self._inline_queue.pop(0)
             assert self._inline is not None
@@ -421,14 +425,36 @@ class ProcessExecutor(Executor):
             got += len(out.env_ids) + len(out.errors) - before
         while got < min_count and any(wk.busy is not None for wk in self._state.workers):
             for wk in self._wait_some(timeout):
-                got += self._collect(wk, out)
-                if wk.queue and wk.busy is None:
-                    ids, options = wk.queue.pop(0)
-                    # Consecutive queued sends without options go out as one command.
-                    while options is None and wk.queue and wk.queue[0][1] is None:
-                        ids = ids + wk.queue.pop(0)[0]
-                    self._dispatch(wk, ids, options)
+                got += self._collect_and_refill(wk, out)
         return out
+
+    def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
+        """Collect a finished worker's results and start its next queued command, if any."""
+        got = self._collect(wk, out)
+        if wk.queue and wk.busy is None:
+            ids, options = wk.queue.pop(0)
+            # Consecutive queued sends without options go out as one command.
+            while options is None and wk.queue and wk.queue[0][1] is None:
+                ids = ids + wk.queue.pop(0)[0]
+            self._dispatch(wk, ids, options)
+        return got
+
+    def _sweep(self, taken: int = 0) -> list[_Worker]:
+        """Finished workers, without waiting for any: first-finished first.
+
+        ``taken``: completion posts the caller already took for them.
+        """
+        ctrl = self._ctrl
+        assert ctrl is not None
+        finished = self._finished()
+        for _ in range(len(finished) - taken):
+            # Each flag set means its post is made or about to be: take it to stay in step.
+            while not self._done_sem.acquire(True, _POLL_S):
+                self._check_workers()
+        for wk in finished:
+            ctrl.done[wk.w] = 0
+        finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
+        return finished
 
     def _finished(self) -> list[_Worker]:
         """Busy workers whose done flag is set (flags are read once: workers write them)."""
@@ -444,18 +470,8 @@ class ProcessExecutor(Executor):
         post per worker we hand back, so flags and posts stay in step.
         """
         self._take_post(timeout)
-        finished = self._finished()
-        ctrl = self._ctrl
-        assert ctrl is not None
-        for _ in range(len(finished) - 1):
-            # Its flag is set, so its post is made or about to be.
-            while not self._done_sem.acquire(True, _POLL_S):
-                self._check_workers()
-        for wk in finished:
-            ctrl.done[wk.w] = 0
-        if len(finished) > 1:
-            finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
-        elif not finished:
+        finished = self._sweep(taken=1)
+        if not finished:
             raise RuntimeError("internal error: a completion was signalled but no worker is done")
         return finished
 
