@@ -96,7 +96,8 @@ def _resolve_envs(
             raise ConfigError(f"num_envs={num_envs} but {len(env)} factories were given")
         _check_factories(env)
         first = getattr(env[0], "__name__", type(env[0]).__name__)
-        return [_wrap(fn, env_kwargs, max_episode_steps) for fn in env], f"[{first}, ...]"
+        name = f"{len(env)} factories" if first == "<lambda>" else f"[{first}, ...]"
+        return [_wrap(fn, env_kwargs, max_episode_steps) for fn in env], name
     if callable(env):
         _check_factories([env] * num_envs)
         name = getattr(env, "__name__", type(env).__name__)

@@ -1,0 +1,34 @@
+"""The scripts in examples/ run end to end and print what they promise."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run(name: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
+                         text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_replay_buffer_example_has_no_leaked_reset_rows():
+    text = run("replay_buffer.py", "--steps", "300")
+    assert "next_step:" in text and "same_step:" in text
+    assert text.count(" 0 leaked reset rows") == 2
+
+
+def test_async_workers_example_favours_fast_envs():
+    text = run("async_workers.py", "--rounds", "60", "--num-envs", "4", "--batch-size", "2")
+    assert "process, 4 workers" in text and "4 factories" in text
+    counts = [int(x) for x in text.split("[")[-1].split("]")[0].split(",")]
+    assert sum(counts) == 60 * 2  # one count per received row (reset rows included)
+    assert min(counts[0::2]) > max(counts[1::2])  # the fast envs (even ids) come back more often
