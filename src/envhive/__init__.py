@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gymnasium.vector import AutoresetMode
 
+from envhive import _gym_register, _registry
 from envhive._make import make
 from envhive._registry import list_envs, register
 from envhive._vector_env import VectorEnv
@@ -37,6 +38,9 @@ from envhive.errors import (
 )
 
 __version__ = "0.1.0"
+
+# envhive's own ids become gymnasium ids too (gymnasium.make_vec("envhive/CartPole-v1", ...)).
+_gym_register.register_with_gymnasium(_registry.builtin_ids())
 
 __all__ = [
     "make",

@@ -84,3 +84,32 @@ def keeps_ended_state(mode: AutoresetMode) -> bool:
     False for same_step, where the executor already reset it within the same op.
     """
     return mode is not AutoresetMode.SAME_STEP
+
+
+def plan_ops_into(mode: AutoresetMode, ended: np.ndarray, any_ended: bool, out: np.ndarray) -> int:
+    """:func:`plan_ops` for every env, written into ``out``; returns how many RESET ops.
+
+    The pool's inline step uses this (no temporary arrays). ``ended`` must be all False when
+    ``any_ended`` is.
+
+    Examples:
+        >>> out = np.zeros(3, np.int8)
+        >>> plan_ops_into(AutoresetMode.NEXT_STEP, np.array([False, True, False]), True, out)
+        1
+        >>> out.tolist()
+        [0, 1, 0]
+    """
+    if mode is AutoresetMode.SAME_STEP:
+        out.fill(_STEP_RESET_INT)
+        return 0
+    if mode is AutoresetMode.NEXT_STEP and any_ended:
+        # ended -> RESET (1), else STEP (0): one cast instead of np.where plus a copy.
+        np.copyto(out, ended, casting="unsafe")
+        return int(np.count_nonzero(ended))
+    out.fill(_STEP_INT)
+    return 0
+
+
+# plan_ops_into's cast relies on these codes.
+if int(Op.STEP) != 0 or int(Op.RESET) != 1:  # pragma: no cover - a guard for future edits
+    raise ImportError("plan_ops_into assumes Op.STEP == 0 and Op.RESET == 1")

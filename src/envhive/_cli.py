@@ -18,6 +18,7 @@ import numpy as np
 
 import envhive
 from envhive._bench import Measurement, measure_steps, random_actions
+from envhive._registry import _KERNELS, _load
 from envhive.executors import available_executors
 
 __all__ = ["main"]
@@ -43,20 +44,42 @@ def _bench_gym_sync(env_id: str, num_envs: int, seconds: float) -> Measurement:
         env.close()
 
 
+def _bench_gym_vector(env_id: str, num_envs: int, seconds: float) -> Measurement:
+    """gymnasium's numpy-vectorized env (``vector_entry_point``), the peer of a kernel."""
+    env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    try:
+        env.reset(seed=0)
+        actions = random_actions(env.action_space, 64)
+        return measure_steps(env.step, actions, num_envs, seconds=seconds, runner="gymnasium vector_entry_point", env=env_id)
+    finally:
+        env.close()
+
+
+def _plan(env_id: str, chosen: list[str] | None) -> tuple[list[str], str, Any]:
+    """(executors, gymnasium id of the peer, peer runner) for one env id."""
+    if env_id in _KERNELS:
+        gym_id: str = getattr(_load(_KERNELS[env_id]), "gym_id")  # noqa: B009
+        spec = gym.spec(gym_id)
+        peer = _bench_gym_vector if spec.vector_entry_point is not None else _bench_gym_sync
+        return (chosen or ["native"]), gym_id, peer
+    return (chosen or available_executors()), env_id, _bench_gym_sync
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
-    executors = args.executor or available_executors()
     rows: list[Measurement] = []
-    print(f"envhive {envhive.__version__} bench: {args.env}, {args.num_envs} envs, ~{args.seconds:g} s each")
-    for n in args.num_envs:
-        for name in executors:
-            rows.append(_bench_one(args.env, n, name, args.seconds))
-            _print_row(rows[-1])
-        if not args.no_peer:
-            rows.append(_bench_gym_sync(args.env, n, args.seconds))
-            _print_row(rows[-1])
+    for env_id in args.env:
+        executors, gym_id, peer = _plan(env_id, args.executor)
+        print(f"envhive {envhive.__version__} bench: {env_id}, {args.num_envs} envs, ~{args.seconds:g} s each")
+        for n in args.num_envs:
+            for name in executors:
+                rows.append(_bench_one(env_id, n, name, args.seconds))
+                _print_row(rows[-1])
+            if not args.no_peer:
+                rows.append(peer(gym_id, n, args.seconds))
+                _print_row(rows[-1])
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"env": args.env, "results": [r.as_dict() for r in rows]}, fh, indent=2)
+            json.dump({"envs": args.env, "results": [r.as_dict() for r in rows]}, fh, indent=2)
         print(f"wrote {args.json}")
     return 0
 
@@ -122,11 +145,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="envhive", description="Step many RL envs as one batch.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     bench = sub.add_parser("bench", help="steps/s of an env on every available executor")
-    bench.add_argument("--env", default="CartPole-v1", help="env id (default: CartPole-v1)")
+    bench.add_argument(
+        "--env",
+        nargs="+",
+        default=["CartPole-v1", "envhive/CartPole-v1"],
+        help="env ids (default: gymnasium's CartPole-v1 on every general executor, then "
+        "envhive's compiled envhive/CartPole-v1 on the native executor)",
+    )
     bench.add_argument("--num-envs", type=int, nargs="+", default=[1, 8, 64])
     bench.add_argument("--executor", action="append", help="only this executor (repeatable)")
     bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
-    bench.add_argument("--no-peer", action="store_true", help="skip gymnasium SyncVectorEnv")
+    bench.add_argument(
+        "--no-peer", action="store_true", help="skip gymnasium (SyncVectorEnv or vector_entry_point)"
+    )
     bench.add_argument("--json", help="also write the results to this JSON file")
     lister = sub.add_parser("list", help="env ids envhive.make accepts")
     lister.add_argument("--grep", help="only ids containing this text")

@@ -167,7 +167,7 @@ def make(
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
-    runner, auto = resolve_executor(executor, len(factories), num_workers)
+    runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy)
     vec = VectorEnv(pool, name=name, chosen_by_auto=auto)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envhive._autoreset import keeps_ended_state, plan_ops
+from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._infos import add_info
-from envhive._spaces import codec_for, tree_map
+from envhive._spaces import ArrayCodec, codec_for, tree_map
 from envhive.errors import (
     ActionError,
     ClosedError,
@@ -169,6 +169,16 @@ class Pool:
         self._recv_reward = np.zeros(k, np.float64)
         self._recv_term = np.zeros(k, np.bool_)
         self._recv_trunc = np.zeros(k, np.bool_)
+        # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
+        # actions must look like to take it. Anything else goes the general way, which raises
+        # the precise error.
+        codec = self._act_codec
+        step_all = executor.step_all
+        self._step_all = step_all if step_all is not None and type(codec) is ArrayCodec else None
+        if self._step_all is not None:
+            assert isinstance(codec, ArrayCodec)
+            self._act_batch_shape = (n, *codec.shape)
+            self._act_kinds = "b" if codec.boolean else "iu" if codec.integer else "iuf"
 
     # ------------------------------------------------------------------ checks
     def _check_spaces(self, props: list[Any]) -> None:
@@ -336,11 +346,14 @@ class Pool:
             if done.final_infos:
                 self._final_infos.update(done.final_infos)
         if refresh:
-            np.logical_or(~self._started, self._broken, out=self._blocked)
-            if self.autoreset is AutoresetMode.DISABLED:
-                self._blocked |= self._ended
-            self._any_blocked = bool(np.count_nonzero(self._blocked))
+            self._refresh_blocked()
         return count
+
+    def _refresh_blocked(self) -> None:
+        np.logical_or(~self._started, self._broken, out=self._blocked)
+        if self.autoreset is AutoresetMode.DISABLED:
+            self._blocked |= self._ended
+        self._any_blocked = bool(np.count_nonzero(self._blocked))
 
     def _raise_errors(self) -> None:
         # Raised only after the bookkeeping, so the pool stays consistent and usable.
@@ -401,6 +414,12 @@ class Pool:
 
     def step(self, actions: Any) -> Transition:
         """Step every env with its action; see ``VectorEnv.step``."""
+        if self._step_all is not None and not (
+            self.closed or self._in_flight or self._ready or self._any_blocked
+        ):
+            out = self._step_inline(actions)
+            if out is not None:
+                return out
         self._check_sync("step")
         ids = self._all
         batch = self._validated_actions(actions, ids)
@@ -413,6 +432,45 @@ class Pool:
         infos = self._batch_infos(range(self.num_envs), self.num_envs)
         if self.copy:
             return self._full_outputs(), b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
+        return b.obs, b.reward, b.terminated, b.truncated, infos
+
+    def _step_inline(self, actions: Any) -> Transition | None:
+        """``step`` for executors that run a whole step inline (``Executor.step_all``).
+
+        The same semantics as the general path in fewer numpy calls: no command block per
+        env, no completion lists, ended/blocked state updated in place. Returns ``None`` (the
+        caller takes the general path) when the batch's shape or dtype is wrong, so that
+        errors are raised in one place.
+        """
+        arr = actions if type(actions) is np.ndarray else np.asarray(actions)
+        if arr.shape != self._act_batch_shape or arr.dtype.kind not in self._act_kinds:
+            return None
+        b, mode, n = self.buffers, self.autoreset, self.num_envs
+        resets = plan_ops_into(mode, self._ended, self._any_ended, b.ops)
+        assert self._step_all is not None
+        bad, done = self._step_all(arr)
+        if bad >= 0:
+            self._validated_actions(actions, self._all)  # raises ActionError, naming the env
+            raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
+        self.env_steps += n - resets
+        infos: dict[str, Any] = {}
+        if keeps_ended_state(mode):
+            if done:
+                np.logical_or(b.terminated, b.truncated, out=self._ended)
+                self._any_ended = True
+                if mode is AutoresetMode.DISABLED:
+                    self._refresh_blocked()
+            elif self._any_ended:
+                self._ended.fill(False)
+                self._any_ended = False
+        elif done:
+            for i in np.flatnonzero(b.terminated | b.truncated).tolist():
+                self._final_infos[i] = {}
+            infos = self._batch_infos(range(n), n)
+        if self.copy:
+            obs = b.obs
+            obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
+            return obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
         return b.obs, b.reward, b.terminated, b.truncated, infos
 
     def _mask_ids(self, mask: Any) -> np.ndarray:

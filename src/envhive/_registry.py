@@ -37,15 +37,46 @@ class EnvSpec:
         entry_point: ``"module:attr"`` or a callable returning a ``gymnasium.Env``.
         kwargs: default keyword arguments for the entry point.
         max_episode_steps: default time limit (``None``: none).
+        executor: the executor ``executor="auto"`` picks for this id (``None``: the default).
+        limit_in_env: the env takes ``max_episode_steps`` as a keyword (its own time limit)
+            instead of being wrapped in gymnasium's ``TimeLimit``.
     """
 
     id: str
     entry_point: str | Callable[..., gym.Env]
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = None
+    executor: str | None = None
+    limit_in_env: bool = False
 
 
 _ENVHIVE: dict[str, EnvSpec] = {}
+# envhive's compiled kernels: id -> "module:KernelClass" (imported on first use: numba is slow
+# to import, and most programs use a few ids).
+_KERNELS: dict[str, str] = {
+    "envhive/CartPole-v1": "envhive.kernels.classic._cartpole:CartPoleKernel",
+    "envhive/Pendulum-v1": "envhive.kernels.classic._pendulum:PendulumKernel",
+    "envhive/MountainCar-v0": "envhive.kernels.classic._mountain_car:MountainCarKernel",
+    "envhive/MountainCarContinuous-v0": "envhive.kernels.classic._mountain_car:MountainCarContinuousKernel",
+    "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
+}
+# envhive's other built-in envs: the MuJoCo envs (mujoco releases the GIL: threads by default).
+_BUILTIN: dict[str, EnvSpec] = {
+    f"envhive/{name}": EnvSpec(
+        f"envhive/{name}", f"envhive.envs.mujoco:{cls}", executor="thread", limit_in_env=True
+    )
+    for name, cls in {
+        "Ant-v5": "AntEnv",
+        "HalfCheetah-v5": "HalfCheetahEnv",
+        "Hopper-v5": "HopperEnv",
+        "Humanoid-v5": "HumanoidEnv",
+        "InvertedDoublePendulum-v5": "InvertedDoublePendulumEnv",
+        "InvertedPendulum-v5": "InvertedPendulumEnv",
+        "Reacher-v5": "ReacherEnv",
+        "Swimmer-v5": "SwimmerEnv",
+        "Walker2d-v5": "Walker2dEnv",
+    }.items()
+}
 
 
 def register(
@@ -54,13 +85,17 @@ def register(
     *,
     kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
+    executor: str | None = None,
 ) -> None:
     """Register an env id with envhive (it takes precedence over a gymnasium id of that name).
+
+    ``executor`` names the executor ``make(..., executor="auto")`` picks for the id (e.g.
+    ``"thread"`` for envs whose step releases the GIL); ``None`` keeps the default.
 
     Examples:
         >>> register("envhive-test/Counting-v0", "envhive.testing:CountingEnv", max_episode_steps=5)
     """
-    _ENVHIVE[id] = EnvSpec(id, entry_point, dict(kwargs or {}), max_episode_steps)
+    _ENVHIVE[id] = EnvSpec(id, entry_point, dict(kwargs or {}), max_episode_steps, executor)
 
 
 def list_envs() -> list[str]:
@@ -70,7 +105,13 @@ def list_envs() -> list[str]:
         >>> "Pendulum-v1" in list_envs()
         True
     """
-    return sorted(_ENVHIVE) + sorted(k for k in gym.registry if k not in _ENVHIVE)
+    own = sorted({*_ENVHIVE, *_KERNELS, *_BUILTIN})
+    return own + sorted(k for k in gym.registry if k not in own)
+
+
+def builtin_ids() -> list[str]:
+    """The ids envhive itself implements (kernels and the MuJoCo envs)."""
+    return sorted({*_KERNELS, *_BUILTIN})
 
 
 def _load(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:
@@ -84,11 +125,17 @@ class EnvFactoryFromCallable:
     """A picklable factory: ``fn(**kwargs)``, optionally wrapped in gymnasium's TimeLimit."""
 
     def __init__(
-        self, fn: Callable[..., gym.Env], kwargs: dict[str, Any], max_episode_steps: int | None
+        self,
+        fn: Callable[..., gym.Env],
+        kwargs: dict[str, Any],
+        max_episode_steps: int | None,
+        preferred_executor: str | None = None,
     ) -> None:
         self.fn = fn
         self.kwargs = kwargs
         self.max_episode_steps = max_episode_steps
+        #: What ``executor="auto"`` picks for a batch of these (``None``: the default).
+        self.preferred_executor = preferred_executor
 
     def __call__(self) -> gym.Env:
         env = self.fn(**self.kwargs)
@@ -138,10 +185,18 @@ def resolve_id(
 ) -> tuple[Callable[[], gym.Env], str]:
     """Turn an id into (factory, display name); unknown ids raise with close matches."""
     kwargs = dict(env_kwargs or {})
-    spec = _ENVHIVE.get(env_id)
+    spec = _ENVHIVE.get(env_id) or _BUILTIN.get(env_id)
     if spec is not None:
         steps = max_episode_steps if max_episode_steps is not None else spec.max_episode_steps
-        return EnvFactoryFromCallable(_load(spec.entry_point), {**spec.kwargs, **kwargs}, steps), env_id
+        fn = _load(spec.entry_point)
+        if spec.limit_in_env and steps is not None:
+            kwargs["max_episode_steps"], steps = steps, None
+        return EnvFactoryFromCallable(fn, {**spec.kwargs, **kwargs}, steps, spec.executor), env_id
+    if env_id in _KERNELS:
+        from envhive.kernels._adapter import KernelFactory
+
+        kernel_cls: Any = _load(_KERNELS[env_id])
+        return KernelFactory(kernel_cls, kwargs, max_episode_steps), env_id
     _import_plugin(env_id)
     try:
         gym.spec(env_id)

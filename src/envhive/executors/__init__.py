@@ -13,8 +13,9 @@ Examples:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from envhive.errors import ConfigError
 from envhive.executors._base import (
@@ -26,8 +27,10 @@ from envhive.executors._base import (
     Executor,
     Op,
 )
+from envhive.executors._native import NativeExecutor
 from envhive.executors._process import ProcessExecutor, default_start_method
 from envhive.executors._serial import SerialExecutor
+from envhive.executors._thread import ThreadExecutor
 
 __all__ = [
     "Buffers",
@@ -38,6 +41,8 @@ __all__ = [
     "Executor",
     "Op",
     "SerialExecutor",
+    "ThreadExecutor",
+    "NativeExecutor",
     "ProcessExecutor",
     "default_start_method",
     "ExecutorEntry",
@@ -57,12 +62,14 @@ class ExecutorEntry:
         build: makes an executor from ``num_envs`` and the ``make`` keyword ``num_workers``.
         priority: ``"auto"`` picks the available executor with the highest priority.
         available: whether its dependencies are importable here.
+        general: runs any env (``False``: only envs it declares, like ``native`` kernels).
     """
 
     name: str
     build: Callable[[int, int | None], Executor]
     priority: int
     available: Callable[[], bool]
+    general: bool = True
 
 
 _REGISTRY: dict[str, ExecutorEntry] = {}
@@ -86,21 +93,45 @@ def unregister_executor(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def available_executors() -> list[str]:
+def available_executors(include_specialized: bool = False) -> list[str]:
     """Names of the executors usable on this machine, best first.
+
+    Args:
+        include_specialized: also list executors that run only some envs (``native``).
 
     Examples:
         >>> available_executors()[0]
         'serial'
+        >>> "native" in available_executors(), "native" in available_executors(True)
+        (False, True)
     """
     entries = sorted(_REGISTRY.values(), key=lambda e: -e.priority)
-    return [e.name for e in entries if e.available()]
+    return [e.name for e in entries if e.available() and (e.general or include_specialized)]
+
+
+def _auto_choice(factories: Sequence[Any]) -> str:
+    """What ``"auto"`` picks: the envs' preferred executor if they all share one, else the
+    best general executor."""
+    preferred = {getattr(f, "preferred_executor", None) for f in factories}
+    if len(preferred) == 1:
+        name = preferred.pop()
+        entry = _REGISTRY.get(name) if isinstance(name, str) else None
+        if entry is not None and entry.available():
+            return entry.name
+    return available_executors()[0]
 
 
 def resolve_executor(
-    executor: str | Executor, num_envs: int, num_workers: int | None
+    executor: str | Executor,
+    num_envs: int,
+    num_workers: int | None,
+    factories: Sequence[Any] = (),
 ) -> tuple[Executor, bool]:
-    """Turn ``make``'s ``executor`` argument into an executor; returns (executor, chosen_by_auto)."""
+    """Turn ``make``'s ``executor`` argument into an executor; returns (executor, chosen_by_auto).
+
+    ``"auto"`` honours a ``preferred_executor`` attribute shared by all ``factories`` (kernel
+    ids prefer ``native``, the MuJoCo envs ``thread``), else picks the best general executor.
+    """
     if isinstance(executor, Executor):
         return executor, False
     if not isinstance(executor, str):
@@ -109,7 +140,7 @@ def resolve_executor(
             f"instance, got {type(executor).__name__}"
         )
     if executor == "auto":
-        name = available_executors()[0]
+        name = _auto_choice(factories)
         return _REGISTRY[name].build(num_envs, num_workers), True
     entry = _REGISTRY.get(executor)
     if entry is None:
@@ -122,6 +153,12 @@ def resolve_executor(
 
 
 register_executor(ExecutorEntry("serial", lambda n, w: SerialExecutor(), 0, lambda: True))
+# Threads pay off only for envs whose step releases the GIL (MuJoCo), so "auto" keeps serial
+# for generic envs.
+register_executor(ExecutorEntry("thread", lambda n, w: ThreadExecutor(w), -5, lambda: True))
+register_executor(
+    ExecutorEntry("native", lambda n, w: NativeExecutor(), -20, lambda: True, general=False)
+)
 # "auto" does not pick processes yet: for cheap envs a worker round trip costs more than the
 # step it runs. Ask for them by name, or pass ProcessExecutor(...) for its options.
 register_executor(

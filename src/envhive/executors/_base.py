@@ -417,6 +417,15 @@ class Executor(ABC):
         """A short text for ``repr`` (e.g. ``"process, 4 workers"``)."""
         return self.name
 
+    #: Executors that can run a whole sync step inline, with no per-env Python, set this to
+    #: a method ``step_all(actions) -> (bad, done)``: run the ops in ``buffers.ops`` for every
+    #: env, taking env ``i``'s action from ``actions[i]`` (the caller's batch, dtype and shape
+    #: checked, values not). ``bad`` is ``-1``, or the first env whose action is outside the
+    #: action space (then nothing ran); ``done`` counts the stepped envs whose episode ended.
+    #: The ops finish inside the call, with no infos and no errors. The pool then skips the
+    #: send/recv bookkeeping (see ``Pool._step_inline``).
+    step_all: Callable[[Any], tuple[int, int]] | None = None
+
     def _claim(self) -> None:
         """Call at the start of ``launch``: one executor instance serves one pool."""
         if getattr(self, "_claimed", False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,8 +121,10 @@ class ZooEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, max_len: int = 6) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
+        # Own copies: _sample seeds the observation space, and envs sharing one space object
+        # would interleave their draws when they run concurrently (thread executor).
+        self.observation_space = copy.deepcopy(observation_space)
+        self.action_space = copy.deepcopy(action_space)
         self.max_len = max_len
         self._t = 0
         self._len = 0

@@ -1,0 +1,477 @@
+"""The thread executor: envs in persistent worker threads, for envs whose step releases the GIL.
+
+Each of ``num_threads`` daemon threads owns a contiguous slice of envs and runs it through the
+shared :class:`~envhive.executors.EnvRunner`, writing into the pool's plain numpy buffers. Only
+code that releases the GIL runs in parallel: MuJoCo's ``mj_step``, numpy on large arrays,
+``time.sleep``, I/O. A pure-Python env is serialized by the GIL and gains nothing.
+
+Synchronization (why it looks like this):
+
+* One mutex (``_State.mu``) guards every piece of shared bookkeeping: the per-slice job queues,
+  the "busy" claims and the list of finished jobs. It is held only for a few list operations,
+  never while an env runs, so it is not a lock on the hot path in any meaningful sense.
+* Sleeping is done on raw ``threading.Lock`` objects used as one-token semaphores (a worker, or
+  the caller, blocks in ``acquire``; whoever hands it work ``release``\\ s it). That is one futex
+  operation per wake-up: cheaper than ``threading.Condition``, which allocates a lock per wait.
+  An ``asleep`` flag, read and written under the mutex, says whether a token is owed, so a lock
+  is never released twice.
+* Finished jobs are appended to one list under the mutex at the moment they finish, so the
+  list is in finish order without timestamps: ``recv`` hands completions out first-finished
+  first. The unit of completion is one slice's share of one ``send``.
+
+Who runs a slice: ``send`` queues every slice's share on its own thread and wakes it (one
+wake-up may be deferred, see ``send``), and returns at once, so async use keeps envs running in
+the background. ``recv`` may *steal* a
+queued share that no thread has started yet and run it in the calling thread, but only when it
+has to wait for every op in flight anyway (a sync ``step``/``reset`` always does). Running one
+then cannot delay the return, and the caller does useful work instead of sleeping: in a sync
+call with the GIL held by the caller, the threads have usually not even woken up, so the caller
+takes slice 0 and the threads take the rest. When ``recv`` only needs some of the ops in
+flight (async with ``batch_size < num_envs``), it never steals: a slow share run inline would
+hold back the fast ones it could have returned.
+
+A slice is run by at most one thread at a time (its own thread or the caller), in send order,
+so an env is never used concurrently. There is no ``step_timeout``: a Python thread cannot be
+interrupted or killed, so a hung env hangs the call that waits for it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import traceback
+import warnings
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envhive.errors import (
+    ClosedError,
+    ConfigError,
+    EnvWorkerError,
+    PendingCallError,
+    WorkerDiedError,
+)
+from envhive.executors._base import (
+    Buffers,
+    Completion,
+    EnvFactory,
+    EnvProps,
+    EnvRunner,
+    Executor,
+    build_envs,
+    env_props,
+)
+
+__all__ = ["ThreadExecutor"]
+
+_POLL_S = 0.25  # how often a blocked recv checks that the threads it waits on are alive
+_JOIN_TIMEOUT_S = 10.0  # close(): how long to wait for a thread still inside an env call
+
+Job = tuple[list[int], dict[str, Any] | None]  # (env ids of one slice, reset options)
+
+
+class _Slice:
+    """One thread's contiguous run of envs ``[lo, hi)`` and its work queue."""
+
+    def __init__(self, w: int, lo: int, hi: int, runner: EnvRunner) -> None:
+        self.w, self.lo, self.hi = w, lo, hi
+        self.runner = runner
+        self.queue: collections.deque[Job] = collections.deque()
+        # Claimed by the thread or the caller running one of its jobs (under State.mu). Jobs of
+        # one slice run one at a time, so no env is ever used by two threads at once.
+        self.busy = False
+        self.asleep = False  # its thread is (about to be) blocked in wake.acquire()
+        self.wake = threading.Lock()
+        self.wake.acquire()  # held = no token: the thread blocks until someone releases it
+        self.thread: threading.Thread | None = None
+
+
+class _State:
+    """Everything the threads share, held apart from the executor.
+
+    The threads reference this object, never the executor, so an executor that is dropped
+    without ``close()`` can be garbage-collected; its ``weakref.finalize`` then calls
+    :meth:`shutdown`, which stops the threads.
+    """
+
+    def __init__(self) -> None:
+        self.mu = threading.Lock()
+        self.slices: list[_Slice] = []
+        self.done: list[Completion] = []  # finished jobs not yet received, in finish order
+        self.outstanding = 0  # ops sent and not yet handed out by recv (queued, running or done)
+        self.waiting = False  # the caller is (about to be) blocked in caller_wake.acquire()
+        self.caller_wake = threading.Lock()
+        self.caller_wake.acquire()
+        self.closing = False
+        # One slice of the last send whose thread was not woken (see ThreadExecutor.send).
+        self.deferred: _Slice | None = None
+
+    # ---------------------------------------------------------------- both sides
+    def finish(self, sl: _Slice, out: Completion) -> None:
+        """Record a finished job and free its slice; wake whoever waits for either."""
+        with self.mu:
+            sl.busy = False
+            self.done.append(out)
+            if sl.queue and sl.asleep:  # a job was queued while the caller ran a stolen one
+                sl.asleep = False
+                sl.wake.release()
+            if self.waiting:
+                self.waiting = False
+                self.caller_wake.release()
+
+    def wake_deferred(self) -> None:
+        """Wake the deferred slice's thread if its share is still waiting (under ``mu``)."""
+        d, self.deferred = self.deferred, None
+        if d is not None and d.queue and not d.busy and d.asleep:
+            d.asleep = False
+            d.wake.release()
+
+    # ---------------------------------------------------------------- worker side
+    def serve(self, sl: _Slice) -> None:
+        """A worker thread's loop: run the slice's queued jobs, sleep when there are none."""
+        mu = self.mu
+        while True:
+            job: Job | None = None
+            with mu:
+                if self.closing:
+                    return
+                if sl.queue and not sl.busy:
+                    job = sl.queue.popleft()
+                    sl.busy = True
+                    if self.deferred is not None:
+                        # The caller did not take the deferred share back in time (async
+                        # use, or it is still busy): its own thread runs it after all.
+                        self.wake_deferred()
+                else:
+                    # Sleep. A sender (or the caller returning a stolen slice) that sees
+                    # `asleep` clears it and releases `wake` once, under this same mutex.
+                    sl.asleep = True
+            if job is None:
+                sl.wake.acquire()
+                continue
+            ids, options = job
+            out = Completion()
+            try:
+                sl.runner.run(ids, options, out)
+            except BaseException as err:
+                # EnvRunner turns env exceptions into out.errors; anything that still escapes
+                # (SystemExit from an env, an internal bug) fails the job's envs instead of
+                # killing the thread, which would leave the caller waiting forever.
+                out = _failed_job(ids, out, err)
+            self.finish(sl, out)
+
+    # ---------------------------------------------------------------- shutdown
+    def shutdown(self) -> None:
+        """Stop and join every thread, then close the envs. Safe to call more than once."""
+        me = threading.current_thread()
+        if any(sl.thread is me for sl in self.slices):
+            # Garbage collection ran the finalizer inside one of our own threads: maybe inside
+            # an env call, maybe holding `mu` (not reentrant). A thread cannot join itself
+            # either, so a helper thread shuts down once this one has returned to its loop.
+            threading.Thread(target=self.shutdown, name="envhive-thread-shutdown", daemon=True).start()
+            return
+        with self.mu:
+            self.closing = True
+            for sl in self.slices:
+                sl.queue.clear()  # queued jobs never start; a running one finishes first
+                if sl.asleep:
+                    sl.asleep = False
+                    sl.wake.release()
+        for sl in self.slices:
+            t = sl.thread
+            if t is not None and t.is_alive():
+                t.join(_JOIN_TIMEOUT_S)
+        for sl in self.slices:
+            t = sl.thread
+            if t is not None and t.is_alive():
+                # Still inside an env call: closing its envs under it could crash a simulator.
+                # The daemon thread exits when the call returns (closing is set).
+                warnings.warn(
+                    f"envhive thread executor: thread {sl.w} (envs {sl.lo}..{sl.hi - 1}) is still "
+                    f"inside an env call after {_JOIN_TIMEOUT_S:.0f} s; its envs are left open",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                continue
+            sl.runner.close()
+        self.slices = []
+        self.done = []
+
+
+def _failed_job(ids: list[int], out: Completion, err: BaseException) -> Completion:
+    """A job whose run raised past EnvRunner: every env without its own error fails with it."""
+    tb = traceback.format_exc()
+    failed = Completion(errors=dict(out.errors))
+    for i in ids:
+        if i not in failed.errors:
+            failed.errors[i] = EnvWorkerError(
+                f"the env's thread raised {type(err).__name__}: {err}",
+                env_id=i,
+                worker_traceback=tb,
+                cause_type=type(err).__name__,
+            )
+    return failed
+
+
+class ThreadExecutor(Executor):
+    """Runs envs in persistent worker threads; pays off when the env's step releases the GIL.
+
+    Each thread owns a contiguous slice of envs (7 envs on 3 threads: 3 + 2 + 2). In a sync
+    call the calling thread runs one slice itself while the threads run the others. ``send``
+    returns at once and ``recv`` hands out each thread's share of a send in the order they
+    finished. Good for MuJoCo (``mj_step`` releases the GIL); no use for pure-Python envs, which
+    the GIL serializes. There is no ``step_timeout``: a thread cannot be killed.
+
+    Args:
+        num_threads: worker threads (default: one per CPU), at most one per env.
+
+    Examples:
+        >>> import envhive
+        >>> from envhive.executors import ThreadExecutor
+        >>> env = envhive.make("CartPole-v1", 5, executor=ThreadExecutor(2), seed=0)
+        >>> env
+        envhive.VectorEnv('CartPole-v1', num_envs=5, executor='thread, 2 threads', autoreset='next_step')
+        >>> env.reset()[0].shape
+        (5, 4)
+        >>> env.close()
+    """
+
+    name = "thread"
+
+    def __init__(self, num_threads: int | None = None) -> None:
+        if num_threads is not None and (
+            isinstance(num_threads, bool)
+            or not isinstance(num_threads, (int, np.integer))
+            or num_threads < 1
+        ):
+            raise ConfigError(f"num_threads: expected a positive int or None, got {num_threads!r}")
+        self.num_threads = None if num_threads is None else int(num_threads)
+        self._state = _State()
+        self._finalizer = weakref.finalize(self, self._state.shutdown)
+        self._closed = False
+        self._runner: EnvRunner | None = None  # every env, for call/set_attr in the caller
+        self._owner = np.zeros(0, np.int64)
+        self._bounds: list[tuple[_Slice, int, int]] = []
+        self._all_ids: list[int] = []
+
+    # ------------------------------------------------------------------ launch
+    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
+        self._claim()
+        n = len(factories)
+        k = min(self.num_threads or os.cpu_count() or 1, n)
+        # Envs are built here, in the calling thread, exactly as the serial executor builds
+        # them: the same errors (EnvWorkerError with the env id, ConfigError for a factory that
+        # returns one shared instance, checked across all slices) and the same cleanup.
+        envs = build_envs(factories, first_id=0)
+        self._runner = EnvRunner(envs, first_id=0)
+        state, lo = self._state, 0
+        for w in range(k):  # uneven splits as in the process executor: 7 on 3 = 3 + 2 + 2
+            hi = lo + n // k + (1 if w < n % k else 0)
+            sl = _Slice(w, lo, hi, EnvRunner(envs[lo:hi], first_id=lo))
+            state.slices.append(sl)
+            self._bounds.append((sl, lo, hi))
+            lo = hi
+        try:
+            for sl in state.slices:
+                sl.thread = threading.Thread(
+                    target=state.serve, args=(sl,), name=f"envhive-thread-{sl.w}", daemon=True
+                )
+                sl.thread.start()
+        except BaseException:
+            self.close()  # joins the started threads and closes every slice's envs
+            raise
+        self._owner = np.concatenate([np.full(hi - lo, sl.w) for sl, lo, hi in self._bounds])
+        self._all_ids = list(range(n))
+        return [env_props(env) for env in envs]
+
+    def bind(self, buffers: Buffers) -> None:
+        assert self._runner is not None
+        self._runner.bind(buffers)
+        # The threads read buffers only inside jobs, and jobs are queued under the mutex after
+        # this: the lock acquisitions order these writes before any read.
+        for sl in self._state.slices:
+            sl.runner.bind(buffers)
+
+    # ------------------------------------------------------------------ commands
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ClosedError("the thread executor is closed")
+
+    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
+        self._check_usable()
+        ids = env_ids.tolist()
+        if ids == self._all_ids:
+            groups = [(sl, ids[lo:hi]) for sl, lo, hi in self._bounds]
+        else:
+            owners = self._owner[env_ids]
+            slices = self._state.slices
+            groups = [(slices[w], env_ids[owners == w].tolist()) for w in np.unique(owners).tolist()]
+        state = self._state
+        # Every share goes to its thread, the caller's included: send must not run envs (async
+        # callers expect it to return at once). recv may take a share back (see the module).
+        # One wake-up is deferred when two or more threads are asleep: the first share's
+        # thread is not woken here but by the first other thread that starts its job (or by
+        # recv). In a sync call the caller takes that share back before any thread even holds
+        # the GIL, so its thread, woken for nothing, would only contend for the GIL with the
+        # threads doing work (about 10 % of an Ant-v5 step at 8 envs on 2 threads). In async
+        # use the share starts one GIL hand-off later. Only sleeping threads count: a busy one
+        # might take long to finish its current job, so it must not be relied on to wake it.
+        with state.mu:
+            if state.deferred is not None:
+                state.wake_deferred()
+            sleepers = []
+            for sl, sl_ids in groups:
+                sl.queue.append((sl_ids, options))
+                state.outstanding += len(sl_ids)
+                if sl.asleep and not sl.busy:
+                    sleepers.append(sl)
+            if len(sleepers) > 1:
+                state.deferred = sleepers.pop(0)
+            for sl in sleepers:
+                sl.asleep = False
+                sl.wake.release()
+
+    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+        self._check_usable()
+        state = self._state
+        taken: list[Completion] = []
+        got = 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            steal: _Slice | None = None
+            job: Job = ([], None)
+            with state.mu:
+                if state.done:
+                    for c in state.done:
+                        n = len(c.env_ids) + len(c.errors)
+                        got += n
+                        state.outstanding -= n
+                    taken.extend(state.done)
+                    state.done.clear()
+                if got >= min_count or not state.outstanding:
+                    break
+                if timeout is None and min_count - got >= state.outstanding:
+                    # Every op in flight must finish before we return: running one of the
+                    # not-yet-started shares here costs no latency. (Not with a timeout: a
+                    # share run here cannot be interrupted to honour it.) The deferred share
+                    # first: its thread was not woken for it.
+                    d = state.deferred
+                    for sl in ([d] if d is not None else []) + state.slices:
+                        if sl.queue and not sl.busy:
+                            steal = sl
+                            sl.busy = True
+                            job = sl.queue.popleft()
+                            break
+                    if steal is d:
+                        state.deferred = None
+                if steal is None:
+                    state.wake_deferred()  # nobody else may be left to start it
+                    state.waiting = True
+            if steal is not None:
+                self._run_here(steal, *job)
+            else:
+                self._wait(deadline, timeout, taken)
+        return _merge(taken)
+
+    def _run_here(self, sl: _Slice, ids: list[int], options: dict[str, Any] | None) -> None:
+        """Run a stolen share in the calling thread; record it like a thread would."""
+        out = Completion()
+        try:
+            sl.runner.run(ids, options, out)
+        except BaseException as err:
+            # Keep the books straight (the slice is released, its envs reported failed), then
+            # let KeyboardInterrupt/SystemExit reach the caller, as with the serial executor.
+            self._state.finish(sl, _failed_job(ids, out, err))
+            if isinstance(err, Exception):
+                return
+            raise
+        self._state.finish(sl, out)
+
+    def _wait(self, deadline: float | None, timeout: float | None, taken: list[Completion]) -> None:
+        """Block until a thread finishes a job (state.waiting was set under the mutex)."""
+        state = self._state
+        try:
+            while True:
+                wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
+                if state.caller_wake.acquire(True, wait):
+                    return  # the finisher cleared state.waiting
+                self._check_threads()
+                if deadline is not None and time.monotonic() >= deadline:
+                    with state.mu:
+                        # Hand back what this recv took, so a timeout loses no completion.
+                        state.done[:0] = taken
+                        state.outstanding += sum(len(c.env_ids) + len(c.errors) for c in taken)
+                        taken.clear()
+                    raise TimeoutError(f"recv() timed out after {timeout} s")
+        except BaseException:
+            # Timeout, dead thread or KeyboardInterrupt: retract the wait so that no token is
+            # left behind (a finisher that already cleared `waiting` has released one).
+            with state.mu:
+                if state.waiting:
+                    state.waiting = False
+                else:
+                    state.caller_wake.acquire()
+            raise
+
+    def _check_threads(self) -> None:
+        if self._state.closing:  # shut down under us (only a finalizer does that)
+            raise ClosedError("the thread executor was shut down while recv() waited")
+        for sl in self._state.slices:
+            t = sl.thread
+            if t is not None and not t.is_alive() and (sl.queue or sl.busy):
+                ids = list(range(sl.lo, sl.hi))
+                self.close()
+                raise WorkerDiedError(
+                    f"thread {sl.w} (envs {sl.lo}..{sl.hi - 1}) exited with work pending; "
+                    "the executor was shut down", env_ids=ids, exitcode=None,
+                )
+
+    # ------------------------------------------------------------------ env access
+    def _check_idle(self, what: str) -> None:
+        self._check_usable()
+        if self._state.outstanding:
+            raise PendingCallError(f"{what}() while ops are in flight: recv() them first")
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        # Nothing is in flight (the pool checks), so no thread touches an env: run it here.
+        self._check_idle("call")
+        assert self._runner is not None
+        return self._runner.call(name, args, kwargs)
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        self._check_idle("set_attr")
+        assert self._runner is not None
+        self._runner.set_attr(name, values)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()  # runs _State.shutdown once: stops the threads, closes the envs
+        self._runner = None
+
+    def thread_idents(self) -> list[int]:
+        """Identifiers of the live worker threads, in slice order (for monitoring and tests)."""
+        return [
+            sl.thread.ident for sl in self._state.slices
+            if sl.thread is not None and sl.thread.is_alive() and sl.thread.ident is not None
+        ]
+
+    def describe(self) -> str:
+        k = len(self._bounds) or self.num_threads or 0
+        return f"thread, {k} thread{'s' if k != 1 else ''}"
+
+
+def _merge(parts: list[Completion]) -> Completion:
+    if len(parts) == 1:
+        return parts[0]
+    out = Completion()
+    for c in parts:
+        out.extend(c)
+    return out
+
