@@ -233,6 +233,13 @@ class EnvRunner:
         self.envs = list(envs)
         self.first_id = first_id
         self.buffers: Buffers | None = None
+        # Envs whose class can step several instances in one call (``Cls.step_many(envs,
+        # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
+        # slice instead of one per env) are stepped that way when the slice has more than one.
+        kind = type(self.envs[0]) if self.envs else None
+        many = getattr(kind, "step_many", None)
+        same = all(type(env) is kind for env in self.envs)
+        self._step_many: Callable[..., list[Any]] | None = many if same and len(self.envs) > 1 else None
 
     def bind(self, buffers: Buffers) -> None:
         """Attach the (possibly shared-memory) buffers the runner writes into."""
@@ -261,6 +268,14 @@ class EnvRunner:
         truncs: list[Any] = []
         reward: Any
         infos, final_infos = out.infos, out.final_infos
+        stepped: dict[int, Any] | None = None
+        if self._step_many is not None:
+            step_ids = [i for i, op in zip(ids, ops) if op != _RESET]
+            if len(step_ids) > 1:
+                acts = [actions[i] if act_array else read(actions, i) for i in step_ids]
+                # One entry per env: its step() result, or the exception its step() raised.
+                results = self._step_many([envs[i - first] for i in step_ids], acts)
+                stepped = dict(zip(step_ids, results))
         for i, op in zip(ids, ops):
             try:
                 if op == _RESET:
@@ -270,9 +285,13 @@ class EnvRunner:
                     write(obs_buf, i, obs, "reset")
                 else:
                     env = envs[i - first]
-                    obs, reward, term, trunc, info = env.step(
-                        actions[i] if act_array else read(actions, i)
-                    )
+                    if stepped is None:
+                        result = env.step(actions[i] if act_array else read(actions, i))
+                    else:
+                        result = stepped[i]
+                        if isinstance(result, BaseException):
+                            raise result
+                    obs, reward, term, trunc, info = result
                     if op == _STEP_RESET and (term or trunc):
                         write(b.final_obs, i, obs, "step")
                         final_infos[i] = info
