@@ -102,7 +102,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     status = 0
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
-        for name in ["serial", *[e for e in available_executors() if e != "serial"]]:
+        others = [e for e in available_executors() if e != "serial"]
+        if args.env in _KERNELS:
+            others.insert(0, "native")
+        for name in ["serial", *others]:
             env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
             try:
                 space = env.action_space

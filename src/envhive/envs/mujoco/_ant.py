@@ -9,22 +9,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Box
 from numpy.typing import NDArray
 
-from envhive.envs.mujoco._base import (
-    MujocoEnv,
-    clip_ufunc,
-    mj_rne_post_constraint,
-    mj_step,
-)
+from envhive.envs.mujoco._base import MujocoEnv, StepResult, clip_ufunc
 
 __all__ = ["AntEnv"]
 
-_ndarray = np.ndarray
 _add_reduce = np.add.reduce
 _square = np.square
 _sqrt = np.sqrt
@@ -143,28 +137,15 @@ class AntEnv(MujocoEnv):
         self._reward_if_healthy = np.True_ * healthy_reward
         self._reward_if_unhealthy = np.False_ * healthy_reward
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(8,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` exactly as gymnasium's ``Ant-v5``
-            (with its 1000-step time limit) returns them.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
+    def _step_pre(self, action: NDArray[Any]) -> Any:
         xpos = self._main_xpos
-        x_before = xpos[0]
-        y_before = xpos[1]
+        before = (xpos[0], xpos[1])  # x_before, y_before
         self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
+        return before
+
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
+        xpos = self._main_xpos
+        x_before, y_before = before
         dt = self._dt
         x_velocity = (xpos[0] - x_before) / dt
         y_velocity = (xpos[1] - y_before) / dt

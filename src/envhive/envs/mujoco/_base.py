@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - numpy < 2
 
 __all__ = [
     "MujocoEnv",
+    "StepResult",
     "assets_dir",
     "c_einsum",
     "clip_scalar",
@@ -59,6 +60,11 @@ __all__ = [
 ]
 
 DEFAULT_SIZE = 480
+
+#: What ``step`` returns: ``(observation, reward, terminated, truncated, info)``.
+StepResult = tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]
+
+_ndarray = np.ndarray
 
 if mujoco is not None:
     mj_step: Callable[..., None] = mujoco.mj_step
@@ -134,11 +140,16 @@ def _expand_model_path(model_path: str) -> str:
 class MujocoEnv(gym.Env[NDArray[np.float64], NDArray[np.float32]]):
     """Base class: model loading, spaces, state, reset, time limit and rendering.
 
-    Subclasses implement ``step`` (inlined for speed: one method, cached views, no helper
-    calls), ``_obs`` (the observation of the current state, used by ``reset``),
-    ``_reset_model`` (noise and ``set_state``, as gymnasium's ``reset_model``) and
-    ``_reset_info``. ``step`` must count ``self._elapsed_steps`` and truncate at
-    ``self._max_steps``.
+    ``step`` checks the action, then runs ``_step_pre`` (writes the control and returns what
+    the rewards need from the state before the physics, e.g. the x position), the physics
+    (``mj_step`` ``frame_skip`` times, then ``mj_rnePostConstraint`` if
+    ``rne_post_constraint``) and ``_step_post`` (observation, rewards, termination, info).
+    :meth:`step_many` runs the same three parts for many envs, with the physics of all of
+    them in one GIL-free call. Subclasses implement ``_step_pre`` (the default only writes
+    the control), ``_step_post`` (inlined for speed: cached views, no helper calls; it must
+    count ``self._elapsed_steps`` and truncate at ``self._max_steps``), ``_obs`` (the
+    observation of the current state, used by ``reset``), ``_reset_model`` (noise and
+    ``set_state``, as gymnasium's ``reset_model``) and ``_reset_info``.
 
     Args:
         xml_file: the MJCF file, resolved like gymnasium does: absolute, ``./`` or ``~`` paths
@@ -278,6 +289,93 @@ class MujocoEnv(gym.Env[NDArray[np.float64], NDArray[np.float32]]):
         """Steps taken since the last reset (what the time limit counts)."""
         return self._elapsed_steps
 
+    def step(self, action: NDArray[np.float32]) -> StepResult:
+        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
+
+        Args:
+            action: the control, shape ``(model.nu,)``.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)`` exactly as gymnasium's v5 env of
+            the same name (with the time limit of its registration) returns them.
+
+        Raises:
+            ValueError: the action does not have shape ``(model.nu,)``.
+        """
+        if action.__class__ is not _ndarray or action.shape != self._act_shape:
+            action = self._check_action(action)
+        before = self._step_pre(action)
+        model, data = self.model, self.data
+        mj_step(model, data, self._frame_skip)
+        if self.rne_post_constraint:
+            mj_rne_post_constraint(model, data)
+        return self._step_post(action, before)
+
+    @classmethod
+    def step_many(
+        cls, envs: Sequence[MujocoEnv], actions: Sequence[Any]
+    ) -> list[StepResult | BaseException]:
+        """Step several envs, with the physics of all of them in one GIL-free call.
+
+        Each env's entry is exactly what ``env.step(action)`` would have returned (and each
+        env's state afterwards is what it would have been), or the exception it would have
+        raised: an env whose action is rejected is not stepped and the others proceed. The
+        envs may be of different classes and have different ``frame_skip``. An env whose
+        class overrides ``step`` itself (or that is not a ``MujocoEnv``) is stepped with its
+        own ``step``, as is every env when one appears twice in ``envs``.
+
+        Where the batched call is not available (see ``envhive.envs.mujoco._batch``), the
+        physics runs env by env with ``mujoco.mj_step``: same results, more GIL hand-offs.
+
+        Args:
+            envs: the envs.
+            actions: one action per env.
+
+        Returns:
+            One ``(obs, reward, terminated, truncated, info)`` tuple or exception per env.
+
+        Raises:
+            ValueError: ``envs`` and ``actions`` differ in length.
+
+        Examples:
+            >>> from envhive.envs.mujoco import HalfCheetahEnv, HopperEnv
+            >>> envs = [HalfCheetahEnv(), HopperEnv()]
+            >>> for seed, env in enumerate(envs):
+            ...     _ = env.reset(seed=seed)
+            >>> out = MujocoEnv.step_many(envs, [np.zeros(6, np.float32), np.zeros(2)])
+            >>> out[0][0].shape, type(out[1]).__name__
+            ((17,), 'ValueError')
+        """
+        from envhive.envs.mujoco._batch import step_physics
+
+        n = len(envs)
+        if len(actions) != n:
+            raise ValueError(f"step_many: got {n} envs but {len(actions)} actions")
+        results: list[StepResult | BaseException | None] = [None] * n
+        base_step = MujocoEnv.step
+        sequential = len({id(env) for env in envs}) != n
+        pending: list[tuple[int, MujocoEnv, NDArray[Any], Any]] = []
+        for i in range(n):
+            env = envs[i]
+            action = actions[i]
+            try:
+                if sequential or not isinstance(env, MujocoEnv) or type(env).step is not base_step:
+                    results[i] = env.step(action)
+                    continue
+                if action.__class__ is not _ndarray or action.shape != env._act_shape:
+                    action = env._check_action(action)
+                pending.append((i, env, action, env._step_pre(action)))
+            except Exception as err:
+                results[i] = err
+        if pending:
+            step_physics([p[1] for p in pending])
+            for i, env, action, before in pending:
+                try:
+                    results[i] = env._step_post(action, before)
+                except Exception as err:
+                    results[i] = err
+        return results  # type: ignore[return-value]
+
     def set_state(self, qpos: NDArray[np.float64], qvel: NDArray[np.float64]) -> None:
         """Set ``qpos`` and ``qvel`` and run ``mj_forward``, as gymnasium's ``set_state``.
 
@@ -371,6 +469,16 @@ class MujocoEnv(gym.Env[NDArray[np.float64], NDArray[np.float32]]):
             self._renderer = None
 
     # ------------------------------------------------------------------ subclass hooks
+
+    def _step_pre(self, action: NDArray[Any]) -> Any:
+        """The part of ``step`` before the physics: write the control, return what
+        ``_step_post`` needs from the state before the physics (``None`` here)."""
+        self._ctrl[...] = action
+
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
+        """The part of ``step`` after the physics: ``(obs, reward, terminated, truncated,
+        info)``, counting the step towards the time limit."""
+        raise NotImplementedError
 
     def _obs(self) -> NDArray[np.float64]:
         raise NotImplementedError

@@ -9,23 +9,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Box
 from numpy.typing import NDArray
 
-from envhive.envs.mujoco._base import (
-    MujocoEnv,
-    c_einsum,
-    clip_scalar,
-    mj_rne_post_constraint,
-    mj_step,
-)
+from envhive.envs.mujoco._base import MujocoEnv, StepResult, c_einsum, clip_scalar
 
 __all__ = ["HumanoidEnv"]
 
-_ndarray = np.ndarray
 _add_reduce = np.add.reduce
 _square = np.square
 _sqrt = np.sqrt
@@ -169,34 +162,20 @@ class HumanoidEnv(MujocoEnv):
         self._reward_if_healthy = np.True_ * healthy_reward
         self._reward_if_unhealthy = np.False_ * healthy_reward
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(17,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` exactly as gymnasium's
-            ``Humanoid-v5`` (with its 1000-step time limit) returns them.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
+    def _step_pre(self, action: NDArray[Any]) -> Any:
         # gymnasium's mass_center(): einsum("b,bj->j", body_mass, xipos) / body_mass.sum(),
         # read live so that randomised body masses are honoured.
-        mass, xipos = self._body_mass, self._xipos
+        mass = self._body_mass
         mass_sum = _add_reduce(mass)
-        center = c_einsum("b,bj->j", mass, xipos)
-        x_before = center[0] / mass_sum
-        y_before = center[1] / mass_sum
+        center = c_einsum("b,bj->j", mass, self._xipos)
+        before = (mass_sum, center[0] / mass_sum, center[1] / mass_sum)
+        self._ctrl[...] = action
+        return before
+
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
+        mass_sum, x_before, y_before = before
         ctrl = self._ctrl
-        ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
-        center = c_einsum("b,bj->j", mass, xipos)
+        center = c_einsum("b,bj->j", self._body_mass, self._xipos)
         dt = self._dt
         x_velocity = (center[0] / mass_sum - x_before) / dt
         y_velocity = (center[1] / mass_sum - y_before) / dt

@@ -12,17 +12,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Box
 from numpy.typing import NDArray
 
-from envhive.envs.mujoco._base import MujocoEnv, clip_ufunc, mj_rne_post_constraint, mj_step
+from envhive.envs.mujoco._base import MujocoEnv, StepResult, clip_ufunc
 
 __all__ = ["InvertedDoublePendulumEnv", "InvertedPendulumEnv"]
 
-_ndarray = np.ndarray
 _sin = np.sin
 _cos = np.cos
 _MINUS_TEN = np.asarray(-10.0)
@@ -79,25 +78,7 @@ class InvertedPendulumEnv(MujocoEnv):
         self._buf_qvel = buf[nq:]
         self._zeros = np.zeros(nq + nv)
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(1,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's
-            ``InvertedPendulum-v5``.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
-        self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
         buf = self._buf
         self._buf_qpos[...] = self._qpos
         self._buf_qvel[...] = self._qvel
@@ -190,25 +171,7 @@ class InvertedDoublePendulumEnv(MujocoEnv):
         self._qfrc_constraint_x = data.qfrc_constraint[:1]
         self._tip_xpos: NDArray[np.float64] = data.site_xpos[0]
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(1,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's
-            ``InvertedDoublePendulum-v5``.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
-        self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
         tip = self._tip_xpos
         x = tip[0]
         y = tip[2]

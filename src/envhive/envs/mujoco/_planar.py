@@ -12,17 +12,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Box
 from numpy.typing import NDArray
 
-from envhive.envs.mujoco._base import MujocoEnv, clip_ufunc, mj_rne_post_constraint, mj_step
+from envhive.envs.mujoco._base import MujocoEnv, StepResult, clip_ufunc
 
 __all__ = ["HalfCheetahEnv", "HopperEnv", "SwimmerEnv", "Walker2dEnv"]
 
-_ndarray = np.ndarray
 _add_reduce = np.add.reduce
 _min_reduce = np.minimum.reduce
 _max_reduce = np.maximum.reduce
@@ -53,6 +52,10 @@ class _PlanarEnv(MujocoEnv):
         self._obs_view = buf[skip:]
         self._buf_qpos = buf[:nq]
         self._buf_qvel = buf[nq:]
+
+    def _step_pre(self, action: NDArray[Any]) -> Any:
+        self._ctrl[...] = action
+        return self._qpos[0]  # x_before, for the x velocity
 
     def _obs(self) -> NDArray[np.float64]:
         self._buf_qpos[...] = self._qpos
@@ -111,28 +114,10 @@ class HalfCheetahEnv(_PlanarEnv):
         self._exclude_current_positions_from_observation = exclude_current_positions_from_observation
         self._setup_obs(1 * bool(exclude_current_positions_from_observation))
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(6,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's ``HalfCheetah-v5``.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
         qpos = self._qpos
-        x_before = qpos[0]
-        self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
         x_after = qpos[0]
-        x_velocity = (x_after - x_before) / self._dt
+        x_velocity = (x_after - before) / self._dt
 
         self._buf_qpos[...] = qpos
         self._buf_qvel[...] = self._qvel
@@ -190,28 +175,10 @@ class _HopperWalkerEnv(_PlanarEnv):
     def _is_healthy(self) -> Any:
         raise NotImplementedError
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(nu,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's v5 env.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
         qpos = self._qpos
-        x_before = qpos[0]
-        self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
         x_after = qpos[0]
-        x_velocity = (x_after - x_before) / self._dt
+        x_velocity = (x_after - before) / self._dt
 
         self._buf_qpos[...] = qpos
         self._buf_qvel[...] = self._qvel
@@ -475,27 +442,15 @@ class SwimmerEnv(_PlanarEnv):
         self._setup_obs(2 * bool(exclude_current_positions_from_observation))
         self._qpos_xy = self.data.qpos[0:2]
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(2,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's ``Swimmer-v5``.
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
+    def _step_pre(self, action: NDArray[Any]) -> Any:
         qpos = self._qpos
-        x_before = qpos[0]
-        y_before = qpos[1]
+        before = (qpos[0], qpos[1])  # x_before, y_before
         self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
+        return before
+
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
+        qpos = self._qpos
+        x_before, y_before = before
         x_after = qpos[0]
         y_after = qpos[1]
         dt = self._dt

@@ -9,17 +9,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Box
 from numpy.typing import NDArray
 
-from envhive.envs.mujoco._base import MujocoEnv, mj_rne_post_constraint, mj_step
+from envhive.envs.mujoco._base import MujocoEnv, StepResult
 
 __all__ = ["ReacherEnv"]
 
-_ndarray = np.ndarray
 _add_reduce = np.add.reduce
 _square = np.square
 _sqrt = np.sqrt
@@ -95,25 +94,7 @@ class ReacherEnv(MujocoEnv):
         self._target_2 = self._target[:2]
         self._vec = np.zeros(3)
 
-    def step(
-        self, action: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]:
-        """Advance ``frame_skip`` MuJoCo steps with ``action`` as the control.
-
-        Args:
-            action: the control, shape ``(2,)``.
-
-        Returns:
-            ``(obs, reward, terminated, truncated, info)`` as gymnasium's ``Reacher-v5`` (with
-            its 50-step time limit).
-        """
-        if action.__class__ is not _ndarray or action.shape != self._act_shape:
-            action = self._check_action(action)
-        self._ctrl[...] = action
-        model, data = self.model, self.data
-        mj_step(model, data, self._frame_skip)
-        if self.rne_post_constraint:
-            mj_rne_post_constraint(model, data)
+    def _step_post(self, action: NDArray[Any], before: Any) -> StepResult:
         observation = self._obs()
         vec = _subtract(self._fingertip, self._target, out=self._vec)
         reward_dist = -_sqrt(vec.dot(vec)) * self._reward_dist_weight
