@@ -217,3 +217,11 @@ def test_gymnasium_make_single_env_matches_gymnasium() -> None:
         assert r1[1:4] == r2[1:4]
         if r1[2] or r1[3]:
             break
+
+
+def test_auto_picks_threads_for_mujoco_ids_with_several_envs() -> None:
+    pytest.importorskip("mujoco")
+    with envhive.make("envhive/HalfCheetah-v5", 2) as env:
+        assert env.executor == "thread" and "(auto)" in repr(env)
+    with envhive.make("envhive/HalfCheetah-v5", 1) as env:
+        assert env.executor == "serial"  # one env: nothing to run in parallel

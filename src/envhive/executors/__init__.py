@@ -111,8 +111,11 @@ def available_executors(include_specialized: bool = False) -> list[str]:
 
 def _auto_choice(factories: Sequence[Any]) -> str:
     """What ``"auto"`` picks: the envs' preferred executor if they all share one, else the
-    best general executor."""
+    best general executor. A single env never gets threads (nothing to run in parallel, and
+    a thread hand-off costs more than it saves)."""
     preferred = {getattr(f, "preferred_executor", None) for f in factories}
+    if len(factories) < 2:
+        preferred.discard("thread")
     if len(preferred) == 1:
         name = preferred.pop()
         entry = _REGISTRY.get(name) if isinstance(name, str) else None
