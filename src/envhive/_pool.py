@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
-from envhive._infos import add_info
+from envhive._infos import add_info, batch_infos
 from envhive._spaces import ArrayCodec, codec_for, tree_map
 from envhive.errors import (
     ActionError,
@@ -178,7 +178,9 @@ class Pool:
         if self._step_all is not None:
             assert isinstance(codec, ArrayCodec)
             self._act_batch_shape = (n, *codec.shape)
-            self._act_kinds = "b" if codec.boolean else "iu" if codec.integer else "iuf"
+            # dtype chars, not kinds: compiled kernels take these (not float16 / long double).
+            ints, floats = "bBhHiIlLqQpP", "fd"
+            self._act_chars = "?" if codec.boolean else ints if codec.integer else ints + floats
 
     # ------------------------------------------------------------------ checks
     def _check_spaces(self, props: list[Any]) -> None:
@@ -382,16 +384,19 @@ class Pool:
             return infos
         same_step = self.autoreset is AutoresetMode.SAME_STEP
         codec, final_obs = self.buffers.obs_codec, self.buffers.final_obs
+        items: list[tuple[int, dict[str, Any]]] = []
         for pos, i in enumerate(ids):
             if by_env:
                 pos = i
             if same_step and i in self._final_infos:
                 final = {"final_obs": codec.single(final_obs, i), "final_info": self._final_infos.pop(i)}
-                add_info(infos, final, pos, n)
+                items.append((pos, final))
             info = self._infos.pop(i, None)
             if info:
-                add_info(infos, info, pos, n)
-        return infos
+                items.append((pos, info))
+        if len(items) == 1:
+            return add_info(infos, items[0][1], items[0][0], n)
+        return batch_infos(items, n)
 
     def _full_outputs(self) -> Any:
         obs = self.buffers.obs
@@ -443,7 +448,7 @@ class Pool:
         errors are raised in one place.
         """
         arr = actions if type(actions) is np.ndarray else np.asarray(actions)
-        if arr.shape != self._act_batch_shape or arr.dtype.kind not in self._act_kinds:
+        if arr.shape != self._act_batch_shape or arr.dtype.char not in self._act_chars:
             return None
         b, mode, n = self.buffers, self.autoreset, self.num_envs
         resets = plan_ops_into(mode, self._ended, self._any_ended, b.ops)

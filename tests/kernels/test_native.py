@@ -225,3 +225,15 @@ def test_auto_picks_threads_for_mujoco_ids_with_several_envs() -> None:
         assert env.executor == "thread" and "(auto)" in repr(env)
     with envhive.make("envhive/HalfCheetah-v5", 1) as env:
         assert env.executor == "serial"  # one env: nothing to run in parallel
+
+
+def test_unusual_action_dtypes_take_the_general_path() -> None:
+    """float16 (which compiled kernels do not take) works and equals float32 actions."""
+    a16 = np.array([[0.5], [-1.0]], np.float16)
+    with envhive.make("envhive/Pendulum-v1", 2, seed=0) as x, envhive.make("envhive/Pendulum-v1", 2, seed=0) as y:
+        x.reset()
+        y.reset()
+        for _ in range(3):
+            rx, ry = x.step(a16), y.step(a16.astype(np.float32))
+            np.testing.assert_array_equal(rx[0], ry[0])
+            np.testing.assert_array_equal(rx[1], ry[1])
