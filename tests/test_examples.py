@@ -32,3 +32,9 @@ def test_async_workers_example_favours_fast_envs():
     counts = [int(x) for x in text.split("[")[-1].split("]")[0].split(",")]
     assert sum(counts) == 60 * 2  # one count per received row (reset rows included)
     assert min(counts[0::2]) > max(counts[1::2])  # the fast envs (even ids) come back more often
+
+
+def test_cem_example_solves_cartpole_on_the_kernel_and_on_gymnasium():
+    text = run("cem_cartpole.py", "--generations", "12")
+    assert "native (auto)" in text
+    assert "gymnasium CartPole-v1 with the mean policy: return 500" in text
