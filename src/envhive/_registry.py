@@ -40,6 +40,7 @@ class EnvSpec:
         executor: the executor ``executor="auto"`` picks for this id (``None``: the default).
         limit_in_env: the env takes ``max_episode_steps`` as a keyword (its own time limit)
             instead of being wrapped in gymnasium's ``TimeLimit``.
+        executor_min_envs: ``auto`` uses ``executor`` only from this many envs on.
     """
 
     id: str
@@ -48,6 +49,7 @@ class EnvSpec:
     max_episode_steps: int | None = None
     executor: str | None = None
     limit_in_env: bool = False
+    executor_min_envs: int = 2
 
 
 _ENVHIVE: dict[str, EnvSpec] = {}
@@ -61,20 +63,27 @@ _KERNELS: dict[str, str] = {
     "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
 }
 # envhive's other built-in envs: the MuJoCo envs (mujoco releases the GIL: threads by default).
+# Threads pay for their hand-offs from 2 envs on when the physics is expensive (Ant, Humanoid:
+# ~180 µs a step), but only from ~32 envs for the cheap ones (~30 µs: on 2 cores HalfCheetah x 8
+# ran 16-21K steps/s with threads, 24K serial; x 32 27K vs 26K; x 64 40K vs 25K).
 _BUILTIN: dict[str, EnvSpec] = {
     f"envhive/{name}": EnvSpec(
-        f"envhive/{name}", f"envhive.envs.mujoco:{cls}", executor="thread", limit_in_env=True
+        f"envhive/{name}",
+        f"envhive.envs.mujoco:{cls}",
+        executor="thread",
+        limit_in_env=True,
+        executor_min_envs=min_envs,
     )
-    for name, cls in {
-        "Ant-v5": "AntEnv",
-        "HalfCheetah-v5": "HalfCheetahEnv",
-        "Hopper-v5": "HopperEnv",
-        "Humanoid-v5": "HumanoidEnv",
-        "InvertedDoublePendulum-v5": "InvertedDoublePendulumEnv",
-        "InvertedPendulum-v5": "InvertedPendulumEnv",
-        "Reacher-v5": "ReacherEnv",
-        "Swimmer-v5": "SwimmerEnv",
-        "Walker2d-v5": "Walker2dEnv",
+    for name, (cls, min_envs) in {
+        "Ant-v5": ("AntEnv", 2),
+        "HalfCheetah-v5": ("HalfCheetahEnv", 32),
+        "Hopper-v5": ("HopperEnv", 32),
+        "Humanoid-v5": ("HumanoidEnv", 2),
+        "InvertedDoublePendulum-v5": ("InvertedDoublePendulumEnv", 32),
+        "InvertedPendulum-v5": ("InvertedPendulumEnv", 32),
+        "Reacher-v5": ("ReacherEnv", 32),
+        "Swimmer-v5": ("SwimmerEnv", 32),
+        "Walker2d-v5": ("Walker2dEnv", 32),
     }.items()
 }
 
@@ -130,12 +139,15 @@ class EnvFactoryFromCallable:
         kwargs: dict[str, Any],
         max_episode_steps: int | None,
         preferred_executor: str | None = None,
+        preferred_min_envs: int = 2,
     ) -> None:
         self.fn = fn
         self.kwargs = kwargs
         self.max_episode_steps = max_episode_steps
-        #: What ``executor="auto"`` picks for a batch of these (``None``: the default).
+        #: What ``executor="auto"`` picks for a batch of at least ``preferred_min_envs`` of
+        #: these (``None``: the default).
         self.preferred_executor = preferred_executor
+        self.preferred_min_envs = preferred_min_envs
 
     def __call__(self) -> gym.Env:
         env = self.fn(**self.kwargs)
@@ -191,7 +203,10 @@ def resolve_id(
         fn = _load(spec.entry_point)
         if spec.limit_in_env and steps is not None:
             kwargs["max_episode_steps"], steps = steps, None
-        return EnvFactoryFromCallable(fn, {**spec.kwargs, **kwargs}, steps, spec.executor), env_id
+        factory = EnvFactoryFromCallable(
+            fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs
+        )
+        return factory, env_id
     if env_id in _KERNELS:
         from envhive.kernels._adapter import KernelFactory
 

@@ -221,10 +221,14 @@ def test_gymnasium_make_single_env_matches_gymnasium() -> None:
 
 def test_auto_picks_threads_for_mujoco_ids_with_several_envs() -> None:
     pytest.importorskip("mujoco")
-    with envhive.make("envhive/HalfCheetah-v5", 2) as env:
+    with envhive.make("envhive/Ant-v5", 2) as env:
         assert env.executor == "thread" and "(auto)" in repr(env)
-    with envhive.make("envhive/HalfCheetah-v5", 1) as env:
+    with envhive.make("envhive/Ant-v5", 1) as env:
         assert env.executor == "serial"  # one env: nothing to run in parallel
+    with envhive.make("envhive/HalfCheetah-v5", 8) as env:
+        assert env.executor == "serial"  # cheap physics: threads pay off from 32 envs
+    with envhive.make("envhive/HalfCheetah-v5", 32) as env:
+        assert env.executor == "thread"
 
 
 def test_unusual_action_dtypes_take_the_general_path() -> None:

@@ -110,11 +110,12 @@ def available_executors(include_specialized: bool = False) -> list[str]:
 
 
 def _auto_choice(factories: Sequence[Any]) -> str:
-    """What ``"auto"`` picks: the envs' preferred executor if they all share one, else the
-    best general executor. A single env never gets threads (nothing to run in parallel, and
-    a thread hand-off costs more than it saves)."""
+    """What ``"auto"`` picks: the envs' preferred executor if they all share one (and there
+    are at least the factories' ``preferred_min_envs`` envs, default 2: one env never gains
+    from threads), else the best general executor."""
     preferred = {getattr(f, "preferred_executor", None) for f in factories}
-    if len(factories) < 2:
+    min_envs = max((getattr(f, "preferred_min_envs", 2) for f in factories), default=2)
+    if len(factories) < min_envs:
         preferred.discard("thread")
     if len(preferred) == 1:
         name = preferred.pop()
