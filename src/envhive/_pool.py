@@ -186,6 +186,8 @@ class Pool:
     def _check_spaces(self, props: list[Any]) -> None:
         first = props[0]
         for j, p in enumerate(props[1:], start=1):
+            if p is first:  # executors that build one batch (native) report one object
+                continue
             for what in ("observation_space", "action_space"):
                 got, want = getattr(p, what), getattr(first, what)
                 if got != want:

@@ -241,3 +241,17 @@ def test_unusual_action_dtypes_take_the_general_path() -> None:
             rx, ry = x.step(a16), y.step(a16.astype(np.float32))
             np.testing.assert_array_equal(rx[0], ry[0])
             np.testing.assert_array_equal(rx[1], ry[1])
+
+
+def test_generators_are_made_on_first_reset_only() -> None:
+    """Building a pool makes no per-env generator: a seeded first reset would discard them."""
+    with envhive.make("envhive/CartPole-v1", 6, batch_size=2) as env:
+        kernel = env._pool.executor._kernel
+        assert all(r is None for r in kernel._rngs)
+        env.async_reset(np.array([1, 4]), seed=[5, 6])
+        env.recv()
+        made = [r is not None for r in kernel._rngs]
+        assert made == [False, True, False, False, True, False]
+        env.async_reset(np.array([0, 2, 3, 5]))  # unseeded: fresh entropy, as gymnasium
+        env.recv(), env.recv()
+        assert all(r is not None for r in kernel._rngs)

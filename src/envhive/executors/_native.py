@@ -63,6 +63,8 @@ class NativeExecutor(Executor):
         self._claim()
         first = factories[0]
         for i, f in enumerate(factories):
+            if f is first and i:
+                continue  # one factory for every env (an id): checked once
             if not is_kernel_factory(f):
                 raise ConfigError(
                     f"env {i}: the native executor runs envhive's compiled kernels only "
@@ -119,6 +121,7 @@ class NativeExecutor(Executor):
                 for i in reset_ids:
                     if b.has_seed[i]:
                         k.seed(i, int(b.seeds[i]))
+                k.restock()  # envs reset for the first time have no stock yet
         if ids.size:
             _, low, _ = self._drive(ids, b.actions, self._table, False)
             if low:

@@ -241,11 +241,10 @@ class Kernel:
         self.state = np.zeros((n, self.state_dim), np.float64)
         self.elapsed = np.zeros(n, np.int64)
         self.noise = np.zeros((n, STOCK, self.noise_dim), np.float64)
-        self.noise_pos = np.zeros(n, np.int64)
-        self._rngs: list[np.random.Generator] = []
-        for i in range(n):
-            self._rngs.append(seeding.np_random(None)[0])
-            self._refill(i)
+        # Generators and stocks are made on first need (restock), not here: a pool seeded at
+        # its first reset would throw away n entropy-seeded generators (~40 µs each).
+        self.noise_pos = np.full(n, STOCK, np.int64)
+        self._rngs: list[np.random.Generator | None] = [None] * n
 
     # ------------------------------------------------------------------ family hooks
     @classmethod
@@ -287,14 +286,25 @@ class Kernel:
         self._refill(i)
 
     def _refill(self, i: int) -> None:
-        self.noise[i] = self.draw(self._rngs[i], STOCK)
+        self.noise[i] = self.draw(self.rng(i), STOCK)
         self.noise_pos[i] = 0
 
     def restock(self) -> None:
-        """Draw new stock for every env that used its last one (called after a run)."""
+        """Draw new stock for every env that has none left.
+
+        Called after every run that used up a stock, and before a run with RESET ops (an env
+        never reset has no stock yet). The compiled loop relies on every env it resets having
+        at least one row.
+        """
         for i in np.flatnonzero(self.noise_pos >= STOCK).tolist():
             self._refill(i)
 
     def rng(self, i: int) -> np.random.Generator:
-        """Env ``i``'s generator (its state is ``STOCK`` resets ahead of use, at most)."""
-        return self._rngs[i]
+        """Env ``i``'s generator (its state is ``STOCK`` resets ahead of use, at most).
+
+        An env never seeded gets one from fresh entropy, as gymnasium's ``Env.np_random``.
+        """
+        rng = self._rngs[i]
+        if rng is None:
+            rng = self._rngs[i] = seeding.np_random(None)[0]
+        return rng
