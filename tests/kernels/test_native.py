@@ -248,7 +248,7 @@ def test_generators_are_made_on_first_reset_only() -> None:
     with envhive.make("envhive/CartPole-v1", 6, batch_size=2) as env:
         kernel = env._pool.executor._kernel
         assert all(r is None for r in kernel._rngs)
-        env.async_reset(np.array([1, 4]), seed=[5, 6])
+        env.async_reset(np.array([1, 4]), seed=10)
         env.recv()
         made = [r is not None for r in kernel._rngs]
         assert made == [False, True, False, False, True, False]
