@@ -121,7 +121,7 @@ class NativeExecutor(Executor):
                 for i in reset_ids:
                     if b.has_seed[i]:
                         k.seed(i, int(b.seeds[i]))
-                k.restock()  # envs reset for the first time have no stock yet
+                k.restock(reset_ids)  # envs reset for the first time have no stock yet
         if ids.size:
             _, low, _ = self._drive(ids, b.actions, self._table, False)
             if low:

@@ -289,14 +289,20 @@ class Kernel:
         self.noise[i] = self.draw(self.rng(i), STOCK)
         self.noise_pos[i] = 0
 
-    def restock(self) -> None:
-        """Draw new stock for every env that has none left.
+    def restock(self, ids: list[int] | None = None) -> None:
+        """Draw new stock for every env (or every env in ``ids``) that has none left.
 
-        Called after every run that used up a stock, and before a run with RESET ops (an env
-        never reset has no stock yet). The compiled loop relies on every env it resets having
-        at least one row.
+        Called after every run that used up a stock, and before a run with RESET ops for the
+        envs it resets (an env never reset has no stock yet). The compiled loop relies on
+        every env it resets having at least one row.
         """
-        for i in np.flatnonzero(self.noise_pos >= STOCK).tolist():
+        if ids is None:
+            # Envs with no generator were never reset: stocked at their first reset instead.
+            rngs = self._rngs
+            empty = [i for i in np.flatnonzero(self.noise_pos >= STOCK).tolist() if rngs[i] is not None]
+        else:
+            empty = [i for i in ids if self.noise_pos[i] >= STOCK]
+        for i in empty:
             self._refill(i)
 
     def rng(self, i: int) -> np.random.Generator:
