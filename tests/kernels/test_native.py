@@ -255,3 +255,13 @@ def test_generators_are_made_on_first_reset_only() -> None:
         env.async_reset(np.array([0, 2, 3, 5]))  # unseeded: fresh entropy, as gymnasium
         env.recv(), env.recv()
         assert all(r is not None for r in kernel._rngs)
+
+
+@pytest.mark.parametrize("executor", ["native", "serial"])
+def test_unseeded_first_reset_draws_fresh_entropy(executor: str) -> None:
+    with envhive.make("envhive/CartPole-v1", 3, executor=executor) as a, envhive.make("envhive/CartPole-v1", 3, executor=executor) as b:
+        oa, _ = a.reset()
+        ob, _ = b.reset()
+        assert np.abs(oa).max() <= 0.05 and not np.array_equal(oa, ob)
+        for _ in range(600):  # ~60 episodes each: past the first stock (32) of every env
+            a.step(np.ones(3, np.int64))

@@ -75,7 +75,7 @@ class KernelEnv(gym.Env):
             )
         if seed is not None:
             self.kernel.seed(0, seed)
-        self.kernel.restock()  # the first reset: no stock yet
+        self.kernel.restock([0])  # the first reset: no stock yet
         self._run(_RESET, validate=False)
         self._started = True
         return self._obs[0].copy(), {}
