@@ -17,10 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 import envhive
-from envhive._bench import measure_steps, plain_loop, random_actions, write_results
+from envhive._bench import plain_loop, run_interleaved, write_results
 from envhive.executors import ProcessExecutor
 
 
@@ -60,27 +59,7 @@ def _runners(env_id: str, n: int, workers: int | None) -> dict[str, Callable[[],
 def run_case(env_id: str, n: int, seconds: float, workers: int | None, repeats: int) -> list[dict[str, Any]]:
     """Each runner ``repeats`` times, interleaved (this machine's speed drifts); report medians."""
     runners = _runners(env_id, n, workers)
-    samples: dict[str, list[float]] = {name: [] for name in runners}
-    calls: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeats):
-        for name, build in runners.items():
-            step, space, close = build()
-            try:
-                m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
-            finally:
-                close()
-            samples[name].append(m.steps_per_s)
-            calls[name].append(1e6 * m.seconds / m.calls)
-    rows = []
-    for name in runners:
-        row = {"runner": name, "env": env_id, "num_envs": n,
-               "steps_per_s": float(np.median(samples[name])), "samples": samples[name],
-               "us_per_call": float(np.median(calls[name]))}
-        rows.append(row)
-        print(f"{env_id:<12} n={n:<3} {name:<42} {row['steps_per_s']:>11,.0f} steps/s "
-              f"{row['us_per_call']:>9.1f} us/call  (min {min(samples[name]):,.0f}, "
-              f"max {max(samples[name]):,.0f})", flush=True)
-    return rows
+    return run_interleaved(runners, env_id, n, seconds, repeats, width=42)[0]
 
 
 def main() -> None:

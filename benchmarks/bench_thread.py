@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 import envhive
-from envhive._bench import measure_steps, random_actions, write_results
+from envhive._bench import run_interleaved, write_results
 from envhive.executors import SerialExecutor, ThreadExecutor
 
 
@@ -55,26 +55,7 @@ def _runners(env_id: str, n: int, threads: int | None) -> dict[str, Callable[[],
 def run_case(env_id: str, n: int, seconds: float, threads: int | None, repeats: int) -> list[dict[str, Any]]:
     """Each runner ``repeats`` times, interleaved; report medians."""
     runners = _runners(env_id, n, threads)
-    samples: dict[str, list[float]] = {name: [] for name in runners}
-    calls: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeats):
-        for name, build in runners.items():
-            step, space, close = build()
-            try:
-                m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
-            finally:
-                close()
-            samples[name].append(m.steps_per_s)
-            calls[name].append(1e6 * m.seconds / m.calls)
-    rows = []
-    for name in runners:
-        row = {"runner": name, "env": env_id, "num_envs": n,
-               "steps_per_s": float(np.median(samples[name])), "samples": samples[name],
-               "us_per_call": float(np.median(calls[name]))}
-        rows.append(row)
-        print(f"{env_id:<12} n={n:<3} {name:<28} {row['steps_per_s']:>11,.0f} steps/s "
-              f"{row['us_per_call']:>9.1f} us/call  (min {min(samples[name]):,.0f}, "
-              f"max {max(samples[name]):,.0f})", flush=True)
+    rows, samples = run_interleaved(runners, env_id, n, seconds, repeats, width=28)
     serial = float(np.median(samples["envhive serial"]))
     for name in runners:
         if name.startswith("envhive thread"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop", "write_results"]
+__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop", "run_interleaved", "write_results"]
 
 
 @dataclass
@@ -107,6 +107,50 @@ def plain_loop(make_env: Callable[[], gym.Env], n: int) -> tuple[Callable[[Any],
             e.close()
 
     return step, close
+
+
+Runner = Callable[[], tuple[Callable[[Any], Any], gym.Space, Callable[[], None]]]
+
+
+def run_interleaved(
+    runners: dict[str, Runner], env_id: str, n: int, seconds: float, repeats: int, width: int = 28
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Measure each runner ``repeats`` times, interleaved (this machine's speed drifts).
+
+    A runner builds ``(step, batched action space, close)``. Prints one line per runner and
+    returns ``(rows with medians, steps/s samples by runner)``.
+
+    Examples:
+        >>> def noop():
+        ...     return (lambda a: None), gym.spaces.MultiDiscrete([2, 2]), (lambda: None)
+        >>> rows, samples = run_interleaved({"noop": noop}, "x", 2, 0.01, 2)  # doctest: +ELLIPSIS
+        x ... noop ...
+        >>> len(samples["noop"])
+        2
+    """
+    import numpy as np
+
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    calls: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeats):
+        for name, build in runners.items():
+            step, space, close = build()
+            try:
+                m = measure_steps(step, random_actions(space, 64), n, seconds=seconds, runner=name, env=env_id)
+            finally:
+                close()
+            samples[name].append(m.steps_per_s)
+            calls[name].append(1e6 * m.seconds / m.calls)
+    rows = []
+    for name in runners:
+        row = {"runner": name, "env": env_id, "num_envs": n,
+               "steps_per_s": float(np.median(samples[name])), "samples": samples[name],
+               "us_per_call": float(np.median(calls[name]))}
+        rows.append(row)
+        print(f"{env_id:<12} n={n:<3} {name:<{width}} {row['steps_per_s']:>11,.0f} steps/s "
+              f"{row['us_per_call']:>9.1f} us/call  (min {min(samples[name]):,.0f}, "
+              f"max {max(samples[name]):,.0f})", flush=True)
+    return rows, samples
 
 
 def write_results(path: str, rows: list[dict[str, Any]]) -> None:

@@ -32,16 +32,20 @@ __all__ = ["register_with_gymnasium", "make_single", "make_vector"]
 _MAKE_OPTIONS = ("executor", "num_workers", "batch_size", "autoreset", "seed", "copy")
 
 
+def _refuse_render(envhive_id: str, render_mode: str | None) -> None:
+    if render_mode is not None:
+        from envhive.errors import ConfigError
+
+        raise ConfigError(f"{envhive_id}: render_mode={render_mode!r} is not supported (only None)")
+
+
 def make_single(
     envhive_id: str, max_episode_steps: int | None = None, render_mode: str | None = None, **kwargs: Any
 ) -> gym.Env:
     """gymnasium ``entry_point`` of an envhive id: one env, built like envhive builds it."""
     from envhive._registry import resolve_id
 
-    if render_mode is not None:
-        from envhive.errors import ConfigError
-
-        raise ConfigError(f"{envhive_id}: render_mode={render_mode!r} is not supported (only None)")
+    _refuse_render(envhive_id, render_mode)
     factory, _ = resolve_id(envhive_id, kwargs, max_episode_steps)
     return factory()
 
@@ -60,10 +64,7 @@ def make_vector(
     """
     from envhive._make import make
 
-    if render_mode is not None:
-        from envhive.errors import ConfigError
-
-        raise ConfigError(f"{envhive_id}: render_mode={render_mode!r} is not supported (only None)")
+    _refuse_render(envhive_id, render_mode)
     options = {k: kwargs.pop(k) for k in _MAKE_OPTIONS if k in kwargs}
     return make(
         envhive_id,

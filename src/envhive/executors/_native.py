@@ -166,6 +166,3 @@ class NativeExecutor(Executor):
     def close(self) -> None:
         self._kernel = None
         self._binding = None
-
-    def describe(self) -> str:
-        return self.name
