@@ -455,13 +455,19 @@ class Pool:
         b, mode, n = self.buffers, self.autoreset, self.num_envs
         resets = plan_ops_into(mode, self._ended, self._any_ended, b.ops)
         assert self._step_all is not None
-        bad, done = self._step_all(arr)
+        bad, done, step_infos, reset_infos = self._step_all(arr)
         if bad >= 0:
             self._validated_actions(actions, self._all)  # raises ActionError, naming the env
             raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
         self.env_steps += n - resets
-        infos: dict[str, Any] = {}
-        if keeps_ended_state(mode):
+        keeps = keeps_ended_state(mode)
+        if resets or (done and not keeps):
+            # Some env was reset by this call: per-env infos, as the general path keeps them.
+            self._keep_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
+            infos = self._batch_infos(range(n), n)
+        else:
+            infos = step_infos if step_infos is not None else {}
+        if keeps:
             if done:
                 np.logical_or(b.terminated, b.truncated, out=self._ended)
                 self._any_ended = True
@@ -470,15 +476,37 @@ class Pool:
             elif self._any_ended:
                 self._ended.fill(False)
                 self._any_ended = False
-        elif done:
-            for i in np.flatnonzero(b.terminated | b.truncated).tolist():
-                self._final_infos[i] = {}
-            infos = self._batch_infos(range(n), n)
         if self.copy:
             obs = b.obs
             obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
             return obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
         return b.obs, b.reward, b.terminated, b.truncated, infos
+
+    def _keep_inline_infos(
+        self,
+        step_infos: dict[str, Any] | None,
+        reset_infos: dict[int, dict[str, Any]],
+        same_step: bool,
+    ) -> None:
+        """Store an inline step's infos per env, as ``_absorb`` does for the general path:
+        reset envs get their reset info; in same_step mode an env that ended gets its step
+        info as its final info."""
+        b = self.buffers
+        ops = b.ops.tolist()
+        ended = (b.terminated | b.truncated).tolist() if same_step else None
+        keys = [] if step_infos is None else [
+            (k, v, step_infos[f"_{k}"]) for k, v in step_infos.items() if f"_{k}" in step_infos
+        ]
+        for i in range(self.num_envs):
+            info: dict[str, Any] | None
+            if ops[i] == _RESET or (ended is not None and ended[i]):
+                if ops[i] != _RESET:
+                    self._final_infos[i] = {k: v[i] for k, v, mask in keys if mask[i]}
+                info = reset_infos.get(i)
+            else:
+                info = {k: v[i] for k, v, mask in keys if mask[i]}
+            if info:
+                self._infos[i] = info
 
     def _mask_ids(self, mask: Any) -> np.ndarray:
         n = self.num_envs

@@ -41,6 +41,8 @@ class EnvSpec:
         limit_in_env: the env takes ``max_episode_steps`` as a keyword (its own time limit)
             instead of being wrapped in gymnasium's ``TimeLimit``.
         executor_min_envs: ``auto`` uses ``executor`` only from this many envs on.
+        native: the entry point is a class the ``native`` executor can step in compiled code
+            (its factory gets a ``native_engine`` method).
     """
 
     id: str
@@ -50,6 +52,7 @@ class EnvSpec:
     executor: str | None = None
     limit_in_env: bool = False
     executor_min_envs: int = 2
+    native: bool = False
 
 
 _ENVHIVE: dict[str, EnvSpec] = {}
@@ -62,10 +65,13 @@ _KERNELS: dict[str, str] = {
     "envhive/MountainCarContinuous-v0": "envhive.kernels.classic._mountain_car:MountainCarContinuousKernel",
     "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
 }
-# envhive's other built-in envs: the MuJoCo envs (mujoco releases the GIL: threads by default).
-# Threads pay for their hand-offs from 2 envs on when the physics is expensive (Ant, Humanoid:
-# ~180 µs a step), but only from ~32 envs for the cheap ones (~30 µs: on 2 cores HalfCheetah x 8
-# ran 16-21K steps/s with threads, 24K serial; x 32 27K vs 26K; x 64 40K vs 25K).
+# envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant)
+# run on the native executor (physics and rewards of the whole batch in one GIL-free parallel
+# call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
+# envs on when the physics is expensive (Humanoid: ~180 µs a step), but only from ~32 envs for
+# the cheap ones (~30 µs: on 2 cores HalfCheetah x 8 ran 16-21K steps/s with threads, 24K
+# serial; x 32 27K vs 26K; x 64 40K vs 25K).
+_NATIVE_MUJOCO = {"Ant-v5": "AntEnv", "HalfCheetah-v5": "HalfCheetahEnv"}
 _BUILTIN: dict[str, EnvSpec] = {
     f"envhive/{name}": EnvSpec(
         f"envhive/{name}",
@@ -75,8 +81,6 @@ _BUILTIN: dict[str, EnvSpec] = {
         executor_min_envs=min_envs,
     )
     for name, (cls, min_envs) in {
-        "Ant-v5": ("AntEnv", 2),
-        "HalfCheetah-v5": ("HalfCheetahEnv", 32),
         "Hopper-v5": ("HopperEnv", 32),
         "Humanoid-v5": ("HumanoidEnv", 2),
         "InvertedDoublePendulum-v5": ("InvertedDoublePendulumEnv", 32),
@@ -86,6 +90,15 @@ _BUILTIN: dict[str, EnvSpec] = {
         "Walker2d-v5": ("Walker2dEnv", 32),
     }.items()
 }
+_BUILTIN.update(
+    {
+        f"envhive/{name}": EnvSpec(
+            f"envhive/{name}", f"envhive.envs.mujoco:{cls}", executor="native", limit_in_env=True,
+            executor_min_envs=1, native=True,
+        )
+        for name, cls in _NATIVE_MUJOCO.items()
+    }
+)
 
 
 def register(
@@ -159,6 +172,26 @@ class EnvFactoryFromCallable:
         return getattr(self.fn, "__name__", repr(self.fn))
 
 
+class NativeEnvFactory(EnvFactoryFromCallable):
+    """A factory for an env class the ``native`` executor can also run in compiled code.
+
+    Called, it builds one env (every other executor); the native executor calls
+    :meth:`native_engine` instead and steps the whole batch in one compiled call.
+    """
+
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Any:
+        """The native executor's engine for ``num_envs`` of these envs."""
+        from envhive.envs.mujoco._native import MujocoEngine
+
+        if self.max_episode_steps is not None:  # pragma: no cover - MuJoCo envs keep their own limit
+            raise ConfigError("the native executor needs envs that keep their own time limit")
+        return MujocoEngine(self.fn, num_envs, self.kwargs, num_threads)  # type: ignore[arg-type]
+
+    def key(self) -> tuple[Any, ...]:
+        """What must be equal for two factories to share one engine."""
+        return (self.fn, sorted(self.kwargs.items(), key=lambda kv: kv[0]), self.max_episode_steps)
+
+
 class GymIdFactory:
     """A picklable factory that calls ``gymnasium.make(id, **kwargs)`` where it runs."""
 
@@ -203,9 +236,8 @@ def resolve_id(
         fn = _load(spec.entry_point)
         if spec.limit_in_env and steps is not None:
             kwargs["max_episode_steps"], steps = steps, None
-        factory = EnvFactoryFromCallable(
-            fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs
-        )
+        kind = NativeEnvFactory if spec.native else EnvFactoryFromCallable
+        factory = kind(fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs)
         return factory, env_id
     if env_id in _KERNELS:
         from envhive.kernels._adapter import KernelFactory

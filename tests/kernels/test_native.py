@@ -146,7 +146,7 @@ def test_bad_box_actions_name_the_env() -> None:
 
 
 def test_native_refuses_other_envs() -> None:
-    with pytest.raises(envhive.ConfigError, match="native executor runs envhive's compiled kernels"):
+    with pytest.raises(envhive.ConfigError, match="native executor runs envhive's compiled envs"):
         envhive.make("CartPole-v1", 2, executor="native")
 
 
@@ -219,15 +219,19 @@ def test_gymnasium_make_single_env_matches_gymnasium() -> None:
             break
 
 
-def test_auto_picks_threads_for_mujoco_ids_with_several_envs() -> None:
+def test_auto_picks_native_or_threads_for_mujoco_ids() -> None:
     pytest.importorskip("mujoco")
-    with envhive.make("envhive/Ant-v5", 2) as env:
+    for n in (1, 2, 8):  # compiled families: native at any size
+        for eid in ("envhive/Ant-v5", "envhive/HalfCheetah-v5"):
+            with envhive.make(eid, n) as env:
+                assert env.executor == "native" and "(auto)" in repr(env)
+    with envhive.make("envhive/Humanoid-v5", 2) as env:
         assert env.executor == "thread" and "(auto)" in repr(env)
-    with envhive.make("envhive/Ant-v5", 1) as env:
+    with envhive.make("envhive/Humanoid-v5", 1) as env:
         assert env.executor == "serial"  # one env: nothing to run in parallel
-    with envhive.make("envhive/HalfCheetah-v5", 8) as env:
+    with envhive.make("envhive/Hopper-v5", 8) as env:
         assert env.executor == "serial"  # cheap physics: threads pay off from 32 envs
-    with envhive.make("envhive/HalfCheetah-v5", 32) as env:
+    with envhive.make("envhive/Hopper-v5", 32) as env:
         assert env.executor == "thread"
 
 
@@ -246,7 +250,7 @@ def test_unusual_action_dtypes_take_the_general_path() -> None:
 def test_generators_are_made_on_first_reset_only() -> None:
     """Building a pool makes no per-env generator: a seeded first reset would discard them."""
     with envhive.make("envhive/CartPole-v1", 6, batch_size=2) as env:
-        kernel = env._pool.executor._kernel
+        kernel = env._pool.executor._engine.kernel
         assert all(r is None for r in kernel._rngs)
         env.async_reset(np.array([1, 4]), seed=10)
         env.recv()

@@ -161,7 +161,7 @@ register_executor(ExecutorEntry("serial", lambda n, w: SerialExecutor(), 0, lamb
 # for generic envs.
 register_executor(ExecutorEntry("thread", lambda n, w: ThreadExecutor(w), -5, lambda: True))
 register_executor(
-    ExecutorEntry("native", lambda n, w: NativeExecutor(), -20, lambda: True, general=False)
+    ExecutorEntry("native", lambda n, w: NativeExecutor(w), -20, lambda: True, general=False)
 )
 # "auto" does not pick processes yet: for cheap envs a worker round trip costs more than the
 # step it runs. Ask for them by name, or pass ProcessExecutor(...) for its options.

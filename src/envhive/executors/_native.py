@@ -1,9 +1,23 @@
-"""The native executor: one compiled kernel steps the whole batch, with no Python per env.
+"""The native executor: compiled code steps the whole batch, with no Python per env.
 
-It runs ``envhive/...`` kernel ids only (``envhive.make("envhive/CartPole-v1", 64)`` picks it by
-default). Ops come from the pool like for any executor; the kernel's compiled loop performs
-them and writes into the pool's buffers. Sync steps take the ``step_all`` shortcut: the pool
-plans the ops, the kernel validates the actions and steps every env in one call.
+It runs the ids envhive compiles: the classic-control kernels (``envhive/CartPole-v1`` ...) and
+the MuJoCo envs that have a compiled step (``envhive/HalfCheetah-v5``, ``envhive/Ant-v5`` ...;
+``envhive.make`` picks it by default for them). Ops come from the pool like for any executor;
+an *engine* built by the ids' factory performs them and writes into the pool's buffers. Sync
+steps take the ``step_all`` shortcut: the pool plans the ops, the engine validates the actions
+and steps every env in one call.
+
+The engine protocol (duck-typed; see ``envhive.kernels._engine.KernelEngine``):
+
+* ``props``: the envs' :class:`~envhive.executors.EnvProps` (one object for all of them);
+* ``bind(buffers)``: attach the pool's buffers;
+* ``step_all(actions) -> (bad, done, step_infos, reset_infos)``: run every env's op with the
+  caller's batch; ``bad`` is ``-1`` or the first env whose action is outside the action space
+  (then nothing ran), ``done`` counts stepped envs whose episode ended, ``step_infos`` are the
+  step infos of every env batched as gymnasium does (``None``: no infos), ``reset_infos`` the
+  non-empty reset infos of the envs this call reset;
+* ``run(ids, options, completion)``: the general path, ops of ``ids`` with the buffers' actions;
+* ``call``, ``set_attr``, ``close``.
 
 Examples:
     >>> import envhive, numpy as np
@@ -24,24 +38,26 @@ from typing import Any
 
 import numpy as np
 
-from envhive.errors import ConfigError, EnvWorkerError
-from envhive.executors._base import Buffers, Completion, EnvFactory, EnvProps, Executor, Op
+from envhive.errors import ConfigError
+from envhive.executors._base import Buffers, Completion, EnvFactory, EnvProps, Executor
 
-__all__ = ["NativeExecutor", "is_kernel_factory"]
-
-_RESET, _STEP_RESET = int(Op.RESET), int(Op.STEP_RESET)
+__all__ = ["NativeExecutor", "is_native_factory"]
 
 
-def is_kernel_factory(factory: Any) -> bool:
-    """Whether ``factory`` builds an envhive kernel env (``envhive/...`` kernel ids)."""
-    return getattr(factory, "preferred_executor", None) == "native" and hasattr(factory, "kernel_cls")
+def is_native_factory(factory: Any) -> bool:
+    """Whether ``factory`` can build a native engine (envhive's compiled ids)."""
+    return callable(getattr(factory, "native_engine", None))
 
 
 class NativeExecutor(Executor):
-    """Steps a batch of kernel envs with one compiled call per ``send``.
+    """Steps a batch of compiled envs with one compiled call per ``send``.
 
-    Only for ids backed by a kernel (``envhive.list_envs()`` shows them under ``envhive/``).
-    There are no workers: the call runs in the caller's thread, and returns when done.
+    Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
+    There are no workers: the call runs in the caller's thread and returns when done. Engines
+    that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
+
+    Args:
+        num_threads: threads for engines that parallelize a step (``None``: one per core).
 
     Examples:
         >>> import envhive
@@ -54,10 +70,14 @@ class NativeExecutor(Executor):
 
     name = "native"
 
-    def __init__(self) -> None:
-        self._kernel: Any = None
+    def __init__(self, num_threads: int | None = None) -> None:
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
+            raise ConfigError(f"num_threads: expected a positive int or None, got {num_threads!r}")
+        self.num_threads = num_threads
+        self._engine: Any = None
         self._done = Completion()
-        self._binding: Any = None
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
         self._claim()
@@ -65,75 +85,31 @@ class NativeExecutor(Executor):
         for i, f in enumerate(factories):
             if f is first and i:
                 continue  # one factory for every env (an id): checked once
-            if not is_kernel_factory(f):
+            if not is_native_factory(f):
                 raise ConfigError(
-                    f"env {i}: the native executor runs envhive's compiled kernels only "
-                    f"(ids such as 'envhive/CartPole-v1'), got {f!r}; use executor='serial', "
-                    "'thread' or 'process' for other envs"
+                    f"env {i}: the native executor runs envhive's compiled envs only "
+                    f"(ids such as 'envhive/CartPole-v1' or 'envhive/Ant-v5'), got {f!r}; use "
+                    "executor='serial', 'thread' or 'process' for other envs"
                 )
             if f.key() != first.key():  # type: ignore[attr-defined]
                 raise ConfigError(
-                    f"env {i}: the native executor steps one kernel with one configuration, "
+                    f"env {i}: the native executor steps one batch with one configuration, "
                     f"got {f.key()} but env 0 has {first.key()}"  # type: ignore[attr-defined]
                 )
-        cls = first.kernel_cls  # type: ignore[attr-defined]
-        self._kernel = k = cls(
-            len(factories), max_episode_steps=first.max_episode_steps, **first.kwargs  # type: ignore[attr-defined]
-        )
-        self._drive = cls.driver()
-        props = EnvProps(k.observation_space, k.action_space, dict(k.metadata), None, None)
-        return [props] * len(factories)
+        self._engine = first.native_engine(len(factories), self.num_threads)  # type: ignore[attr-defined]
+        return [self._engine.props] * len(factories)
 
     def bind(self, buffers: Buffers) -> None:
-        from envhive.kernels._kernel import Binding
+        self._engine.bind(buffers)
+        self._buffers = buffers
 
-        k = self._kernel
-        self._buffers = b = buffers
-        final = b.final_obs if b.final_obs is not None else b.obs
-        self._all = np.arange(k.num_envs, dtype=np.int64)
-        self._binding = Binding(k, b.ops, b.obs, final, b.reward, b.terminated, b.truncated)
-        self._table = self._binding.table
-
-    def _step_all(self, actions: np.ndarray) -> tuple[int, int]:
-        bad, low, done = self._drive(self._all, actions, self._table, True)
-        if low:
-            self._kernel.restock()
-        return bad, done
+    def _step_all(self, actions: np.ndarray) -> Any:
+        return self._engine.step_all(actions)
 
     step_all = _step_all  # type: ignore[assignment]
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        b, k = self._buffers, self._kernel
-        ids = env_ids.astype(np.int64, copy=False)
-        resets = b.ops[ids] == _RESET
-        if np.count_nonzero(resets):
-            reset_ids = ids[resets].tolist()
-            if options:
-                # Pool bookkeeping stays consistent: the envs are reported as failed.
-                for i in reset_ids:
-                    self._done.errors[i] = EnvWorkerError(
-                        f"reset options are not supported by envhive kernels, got {sorted(options)}",
-                        env_id=i,
-                        cause_type="ConfigError",
-                    )
-                ids = ids[~resets]
-            else:
-                for i in reset_ids:
-                    if b.has_seed[i]:
-                        k.seed(i, int(b.seeds[i]))
-                k.restock(reset_ids)  # envs reset for the first time have no stock yet
-        if ids.size:
-            _, low, _ = self._drive(ids, b.actions, self._table, False)
-            if low:
-                k.restock()
-            listed = ids.tolist()
-            self._done.env_ids.extend(listed)
-            if b.final_obs is not None:
-                # Like EnvRunner: a STEP_RESET that ended an episode reports the step's info
-                # (kernels have none) as the final info.
-                ended = (b.ops[ids] == _STEP_RESET) & (b.terminated[ids] | b.truncated[ids])
-                for i in ids[ended].tolist():
-                    self._done.final_infos[i] = {}
+        self._engine.run(env_ids.astype(np.int64, copy=False), options, self._done)
 
     def recv(self, min_count: int, timeout: float | None = None) -> Completion:
         # Every sent op already ran inside send(): hand over all of them.
@@ -141,28 +117,16 @@ class NativeExecutor(Executor):
         return done
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        k = self._kernel
-        n = k.num_envs
-        if name in ("observation_space", "action_space", "metadata", "max_episode_steps"):
-            return [getattr(k, name)] * n
-        if name == "render_mode":
-            return [None] * n
-        if name == "np_random":
-            return [k.rng(i) for i in range(n)]
-        if name in ("state", "elapsed"):
-            return [row.copy() for row in getattr(k, name)]
-        raise ConfigError(
-            f"call({name!r}): a native kernel has no per-env objects; it exposes "
-            "observation_space, action_space, metadata, max_episode_steps, render_mode, "
-            "np_random, state and elapsed"
-        )
+        return self._engine.call(name, args, kwargs)  # type: ignore[no-any-return]
 
     def set_attr(self, name: str, values: Sequence[Any]) -> None:
-        raise ConfigError(
-            f"set_attr({name!r}): a native kernel's envs have no attributes to set; pass "
-            "keywords with make(..., env_kwargs=...) instead"
-        )
+        self._engine.set_attr(name, values)
+
+    def describe(self) -> str:
+        threads = getattr(self._engine, "num_threads", None)
+        return f"native, {threads} threads" if threads and threads > 1 else "native"
 
     def close(self) -> None:
-        self._kernel = None
-        self._binding = None
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None

@@ -103,8 +103,7 @@ class KernelFactory:
     """A picklable zero-argument factory for an ``envhive/...`` kernel id.
 
     Calling it builds a :class:`KernelEnv` (for the serial, thread and process executors); the
-    ``native`` executor reads ``kernel_cls`` and ``kwargs`` instead and builds one kernel for
-    the whole batch.
+    ``native`` executor calls :meth:`native_engine` instead, one kernel for the whole batch.
 
     Examples:
         >>> from envhive.kernels import CartPoleKernel
@@ -126,6 +125,14 @@ class KernelFactory:
 
     def __call__(self) -> KernelEnv:
         return KernelEnv(self.kernel_cls, self.max_episode_steps, **self.kwargs)
+
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Any:
+        """The native executor's engine: one kernel of ``num_envs`` envs (single-threaded)."""
+        from envhive.kernels._engine import KernelEngine
+
+        return KernelEngine(
+            self.kernel_cls(num_envs, max_episode_steps=self.max_episode_steps, **self.kwargs)
+        )
 
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one kernel."""

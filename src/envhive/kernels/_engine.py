@@ -1,0 +1,122 @@
+"""The native executor's engine for classic-control kernels (one kernel for the whole batch).
+
+An *engine* is what the ``native`` executor drives: an object that owns a whole batch of envs
+and performs the pool's ops on them in compiled code. :class:`KernelEngine` wraps a
+:class:`~envhive.kernels.Kernel`; envhive's MuJoCo envs have their own engine
+(``envhive.envs.mujoco._native``). Both implement the same small protocol (``props``,
+``bind``, ``step_all``, ``run``, ``call``, ``set_attr``, ``close``), documented on
+:class:`envhive.executors.NativeExecutor`.
+
+Examples:
+    >>> from envhive.kernels import CartPoleKernel
+    >>> engine = KernelEngine(CartPoleKernel(4))
+    >>> engine.props.action_space
+    Discrete(2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envhive.errors import ConfigError, EnvWorkerError
+from envhive.executors._base import Buffers, Completion, EnvProps, Op
+from envhive.kernels._kernel import Binding, Kernel
+
+__all__ = ["KernelEngine", "StepAll"]
+
+_RESET, _STEP_RESET = int(Op.RESET), int(Op.STEP_RESET)
+
+#: What ``step_all`` returns: ``(bad, done, step_infos, reset_infos)`` (see NativeExecutor).
+StepAll = tuple[int, int, "dict[str, Any] | None", "dict[int, dict[str, Any]] | None"]
+
+
+class KernelEngine:
+    """Drives one :class:`~envhive.kernels.Kernel` for the native executor.
+
+    Args:
+        kernel: the batch (``kernel.num_envs`` envs).
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = k = kernel
+        self.props = EnvProps(k.observation_space, k.action_space, dict(k.metadata), None, None)
+        self._drive = type(k).driver()
+        self._all = np.arange(k.num_envs, dtype=np.int64)
+
+    def bind(self, buffers: Buffers) -> None:
+        """Bind the pool's buffers (once: the kernel keeps their addresses)."""
+        self._buffers = b = buffers
+        final = b.final_obs if b.final_obs is not None else b.obs
+        self._binding: Binding | None = Binding(self.kernel, b.ops, b.obs, final, b.reward, b.terminated, b.truncated)
+        self._table = self._binding.table
+
+    def step_all(self, actions: np.ndarray) -> StepAll:
+        """Run every env's op with ``actions`` (validated first: nothing runs if one is bad)."""
+        bad, low, done = self._drive(self._all, actions, self._table, True)
+        if low:
+            self.kernel.restock()
+        return bad, done, None, None
+
+    def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
+        """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
+        b, k = self._buffers, self.kernel
+        resets = b.ops[ids] == _RESET
+        if np.count_nonzero(resets):
+            reset_ids = ids[resets].tolist()
+            if options:
+                # Pool bookkeeping stays consistent: the envs are reported as failed.
+                for i in reset_ids:
+                    out.errors[i] = EnvWorkerError(
+                        f"reset options are not supported by envhive kernels, got {sorted(options)}",
+                        env_id=i,
+                        cause_type="ConfigError",
+                    )
+                ids = ids[~resets]
+            else:
+                for i in reset_ids:
+                    if b.has_seed[i]:
+                        k.seed(i, int(b.seeds[i]))
+                k.restock(reset_ids)  # envs reset for the first time have no stock yet
+        if ids.size:
+            _, low, _ = self._drive(ids, b.actions, self._table, False)
+            if low:
+                k.restock()
+            out.env_ids.extend(ids.tolist())
+            if b.final_obs is not None:
+                # Like EnvRunner: a STEP_RESET that ended an episode reports the step's info
+                # (kernels have none) as the final info.
+                ended = (b.ops[ids] == _STEP_RESET) & (b.terminated[ids] | b.truncated[ids])
+                for i in ids[ended].tolist():
+                    out.final_infos[i] = {}
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """Read what a kernel has per env (spaces, metadata, generators, state rows)."""
+        k = self.kernel
+        n = k.num_envs
+        if name in ("observation_space", "action_space", "metadata", "max_episode_steps"):
+            return [getattr(k, name)] * n
+        if name == "render_mode":
+            return [None] * n
+        if name == "np_random":
+            return [k.rng(i) for i in range(n)]
+        if name in ("state", "elapsed"):
+            return [row.copy() for row in getattr(k, name)]
+        raise ConfigError(
+            f"call({name!r}): a native kernel has no per-env objects; it exposes "
+            "observation_space, action_space, metadata, max_episode_steps, render_mode, "
+            "np_random, state and elapsed"
+        )
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        """Refused: a kernel's envs have no attributes."""
+        raise ConfigError(
+            f"set_attr({name!r}): a native kernel's envs have no attributes to set; pass "
+            "keywords with make(..., env_kwargs=...) instead"
+        )
+
+    def close(self) -> None:
+        """Nothing to release but references."""
+        self._binding = None
