@@ -3,8 +3,10 @@
 No envhive, no gymnasium API: 64 ``MjData`` of gymnasium's XML, each thread stepping its half
 with ``mujoco.mj_step(m, d, nstep=5)`` (the GIL is released inside), free-running for a fixed
 time. Also envhive's batched physics (``envhive.envs.mujoco._batch.step_physics``: one
-GIL-free call per thread for its whole slice). Any vector env, EnvPool included, is bounded by
-these figures.
+GIL-free call per thread for its whole slice), and the physics part of the native engine
+(one numba ``parallel=True`` loop over all 64 envs calling ``mj_step`` 5 times and, for Ant,
+``mj_rnePostConstraint``; threads set with ``numba.set_num_threads``). Any vector env, EnvPool
+included, is bounded by these figures.
 
     python benchmarks/probe_mujoco_ceiling.py --json benchmarks/results/mujoco_ceiling.json
 """
@@ -43,6 +45,38 @@ def _threads(work: Any, slices: list[np.ndarray], seconds: float) -> float:
     return sum(rates)
 
 
+def _native_physics(envs: list[Any]) -> Any:
+    """``rate(threads, seconds)``: the native engine's physics loop alone, free-running."""
+    import numba
+
+    from envhive.envs.mujoco._families import _libmujoco
+
+    c_step, c_rne = _libmujoco()
+
+    @numba.njit(nogil=True, parallel=True)
+    def physics(ms, ds, rne):  # type: ignore[no-untyped-def]
+        for i in numba.prange(ms.size):
+            for _ in range(5):
+                c_step(ms[i], ds[i])
+            if rne:
+                c_rne(ms[i], ds[i])
+
+    ms = np.array([e.model._address for e in envs], np.int64)
+    ds = np.array([e.data._address for e in envs], np.int64)
+    rne = bool(envs[0].rne_post_constraint)
+    physics(ms, ds, rne)
+
+    def rate(threads: int, seconds: float) -> float:
+        numba.set_num_threads(threads)
+        t0, k = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            physics(ms, ds, rne)
+            k += 1
+        return k * len(envs) / (time.perf_counter() - t0)
+
+    return rate
+
+
 def probe(env_id: str, n: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
     import gymnasium.envs.mujoco as gm
 
@@ -62,12 +96,15 @@ def probe(env_id: str, n: int, seconds: float, repeats: int) -> list[dict[str, A
     def batched(sl: np.ndarray) -> None:
         step_physics([envs[i] for i in sl])
 
+    native = _native_physics(envs)
     rows: dict[tuple[str, int], list[float]] = {}
     for _ in range(repeats):
         for name, work in (("raw mj_step", raw), ("envhive batched physics", batched)):
             for k in (1, 2):
                 rate = _threads(work, np.array_split(np.arange(n), k), seconds)
                 rows.setdefault((name, k), []).append(rate)
+        for k in (1, 2):
+            rows.setdefault(("native engine physics", k), []).append(native(k, seconds))
     out = []
     for (name, k), rates in rows.items():
         med = float(np.median(rates))

@@ -462,9 +462,13 @@ class Pool:
         self.env_steps += n - resets
         keeps = keeps_ended_state(mode)
         if resets or (done and not keeps):
-            # Some env was reset by this call: per-env infos, as the general path keeps them.
-            self._keep_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
-            infos = self._batch_infos(range(n), n)
+            # Some env was reset by this call: its slot gets its reset info (and in same_step
+            # mode its step info as final_info), as on the general path.
+            patched = self._patch_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
+            if patched is None:
+                self._keep_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
+                patched = self._batch_infos(range(n), n)
+            infos = patched
         else:
             infos = step_infos if step_infos is not None else {}
         if keeps:
@@ -481,6 +485,53 @@ class Pool:
             obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
             return obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
         return b.obs, b.reward, b.terminated, b.truncated, infos
+
+    def _patch_inline_infos(
+        self,
+        step_infos: dict[str, Any] | None,
+        reset_infos: dict[int, dict[str, Any]],
+        same_step: bool,
+    ) -> dict[str, Any] | None:
+        """The batched infos of an inline step that reset some envs, made by patching the
+        engine's batched step infos at those envs' slots only (the per-env way costs ~3 µs
+        per env and key). Returns ``None`` where patching could not reproduce gymnasium's
+        layout exactly (no step infos, or a reset info value whose slot type differs from
+        the step info's for the same key): the caller then takes the per-env way."""
+        if not step_infos:
+            return None
+        b, n = self.buffers, self.num_envs
+        special = np.flatnonzero((b.terminated | b.truncated) if same_step else (b.ops == _RESET))
+        keys = [k for k in step_infos if f"_{k}" in step_infos and type(step_infos[k]) is np.ndarray]
+        for i in special.tolist():
+            for key, value in reset_infos.get(i, {}).items():
+                if key in step_infos:
+                    have = step_infos[key]
+                    if key not in keys or have.dtype == object:
+                        return None
+                    if type(value) in (int, float, bool) or isinstance(value, np.number):
+                        if np.dtype(type(value)) != have.dtype:
+                            return None
+                    else:
+                        return None
+        infos = step_infos
+        codec, final_obs = b.obs_codec, b.final_obs
+        finals: dict[int, dict[str, Any]] = {}
+        if same_step:
+            for i in special.tolist():
+                finals[i] = {k: infos[k][i] for k in keys if infos[f"_{k}"][i]}
+        for k in keys:
+            infos[k][special] = 0
+            infos[f"_{k}"][special] = False
+        for i in special.tolist():
+            if same_step:
+                add_info(infos, {"final_obs": codec.single(final_obs, i), "final_info": finals[i]}, i, n)
+            info = reset_infos.get(i)
+            if info:
+                add_info(infos, info, i, n)
+        for k in keys:
+            if not infos[f"_{k}"].any():  # no env reported it: gymnasium has no such key
+                del infos[k], infos[f"_{k}"]
+        return infos
 
     def _keep_inline_infos(
         self,

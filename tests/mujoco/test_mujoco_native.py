@@ -104,21 +104,37 @@ def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> Non
         assert ends >= 5, ends  # the run did cross episode ends
 
 
-def test_native_matches_gymnasium_with_the_time_limit() -> None:
-    """Truncation at the time limit, all envs at once (the HalfCheetah case)."""
+@pytest.mark.parametrize("mode", list(MODES))
+def test_native_matches_gymnasium_with_the_time_limit(mode: str) -> None:
+    """Truncation at the time limit, all envs at once (the HalfCheetah case): the step-only
+    info keys must vanish from the reset step's infos, as in gymnasium."""
     n, steps = 3, 40
     ref = gym.make_vec("HalfCheetah-v5", n, vectorization_mode="sync", max_episode_steps=12,
-                       vector_kwargs={"autoreset_mode": MODES["same_step"]})
+                       vector_kwargs={"autoreset_mode": MODES[mode]})
     acts = _actions(ref.single_action_space, steps, n)
     try:
         want = transcript(ref, steps, acts.__getitem__, seed=1)
     finally:
         ref.close()
-    with envhive.make("envhive/HalfCheetah-v5", n, executor="native", autoreset="same_step",
+    with envhive.make("envhive/HalfCheetah-v5", n, executor="native", autoreset=mode,
                       max_episode_steps=12) as env:
         got = transcript(env, steps, acts.__getitem__, seed=1)
     assert_same_transcript(got, want)
     assert sum(int(t[3].sum()) for t in got[1:]) == 3 * n
+    assert "x_velocity" not in got[13 if mode == "next_step" else 12][4]
+
+
+def test_patched_infos_equal_per_env_infos() -> None:
+    """The pool's inline patching of step infos at reset slots == the per-env way."""
+    n, steps = 6, 80
+    kw = {"env_kwargs": OFTEN_ENDS["Ant-v5"]}
+    for mode in ("next_step", "same_step"):
+        with envhive.make("envhive/Ant-v5", n, autoreset=mode, **kw) as a, \
+                envhive.make("envhive/Ant-v5", n, autoreset=mode, **kw) as b:
+            b._pool._patch_inline_infos = lambda *args, **kwargs: None  # type: ignore[method-assign]
+            acts = _actions(a.single_action_space, steps, n)
+            assert_same_transcript(transcript(a, steps, acts.__getitem__, seed=2),
+                                   transcript(b, steps, acts.__getitem__, seed=2))
 
 
 # ---------------------------------------------------------------- against the serial executor

@@ -130,6 +130,7 @@ class MujocoEngine:
         self._max_steps = np.int64(env0._max_steps)
         self._elapsed = np.zeros(n, np.int64)
         self._dtypes = family.info_dtypes(env0)
+        self._f64 = np.dtype(np.float64)
         self._vals = np.zeros((len(family.info), n), np.float64)
         self._ids = np.arange(n, dtype=np.int64)
         space = self.props.action_space
@@ -182,12 +183,18 @@ class MujocoEngine:
         return int(self._drive(*args))
 
     def _step_infos(self, count: int, rows: np.ndarray | None = None) -> dict[str, Any]:
-        """The step infos batched as gymnasium does, every env present (or ``rows`` only)."""
-        vals = self._vals if rows is None else self._vals[:, rows]
+        """The step infos batched as gymnasium does, every env present (or ``rows`` only).
+
+        Fresh arrays every call (views into one new block per dtype: two allocations, not
+        two per key).
+        """
+        vals = self._vals.copy() if rows is None else self._vals[:, rows]
+        masks = np.ones((len(self.family.info), count), np.bool_)
         infos: dict[str, Any] = {}
-        for key, dtype, row in zip(self.family.info, self._dtypes, vals):
-            infos[key] = row.astype(dtype)
-            infos[f"_{key}"] = np.ones(count, np.bool_)
+        f64 = self._f64
+        for j, (key, dtype) in enumerate(zip(self.family.info, self._dtypes)):
+            infos[key] = vals[j] if dtype == f64 else vals[j].astype(dtype)
+            infos[f"_{key}"] = masks[j]
         self.family.finish_infos(infos)
         return infos
 
