@@ -65,13 +65,19 @@ _KERNELS: dict[str, str] = {
     "envhive/MountainCarContinuous-v0": "envhive.kernels.classic._mountain_car:MountainCarContinuousKernel",
     "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
 }
-# envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant)
-# run on the native executor (physics and rewards of the whole batch in one GIL-free parallel
+# envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant,
+# Hopper, Walker2d, Swimmer) run on the native executor (physics and rewards of the whole batch in one GIL-free parallel
 # call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
 # envs on when the physics is expensive (Humanoid: ~180 µs a step), but only from ~32 envs for
 # the cheap ones (~30 µs: on 2 cores HalfCheetah x 8 ran 16-21K steps/s with threads, 24K
-# serial; x 32 27K vs 26K; x 64 40K vs 25K).
-_NATIVE_MUJOCO = {"Ant-v5": "AntEnv", "HalfCheetah-v5": "HalfCheetahEnv"}
+# serial; x 32 27K vs 26K; x 64 40K vs 25K, before it had a compiled step).
+_NATIVE_MUJOCO = {
+    "Ant-v5": "AntEnv",
+    "HalfCheetah-v5": "HalfCheetahEnv",
+    "Hopper-v5": "HopperEnv",
+    "Swimmer-v5": "SwimmerEnv",
+    "Walker2d-v5": "Walker2dEnv",
+}
 _BUILTIN: dict[str, EnvSpec] = {
     f"envhive/{name}": EnvSpec(
         f"envhive/{name}",
@@ -81,13 +87,10 @@ _BUILTIN: dict[str, EnvSpec] = {
         executor_min_envs=min_envs,
     )
     for name, (cls, min_envs) in {
-        "Hopper-v5": ("HopperEnv", 32),
         "Humanoid-v5": ("HumanoidEnv", 2),
         "InvertedDoublePendulum-v5": ("InvertedDoublePendulumEnv", 32),
         "InvertedPendulum-v5": ("InvertedPendulumEnv", 32),
         "Reacher-v5": ("ReacherEnv", 32),
-        "Swimmer-v5": ("SwimmerEnv", 32),
-        "Walker2d-v5": ("Walker2dEnv", 32),
     }.items()
 }
 _BUILTIN.update(

@@ -20,13 +20,15 @@ import envhive  # noqa: E402
 from envhive.envs.mujoco._families import _clip, first_bad_action, pairwise_sum  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
-NATIVE = ["HalfCheetah-v5", "Ant-v5"]
+NATIVE = ["HalfCheetah-v5", "Ant-v5"]  # most tests
+ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]  # the gymnasium differential
 MODES = {
     "next_step": gym.vector.AutoresetMode.NEXT_STEP,
     "same_step": gym.vector.AutoresetMode.SAME_STEP,
 }
 # Ant with a narrow healthy range ends episodes every few dozen steps: many autoresets.
-OFTEN_ENDS = {"Ant-v5": {"healthy_z_range": (0.45, 0.8)}, "HalfCheetah-v5": {}}
+OFTEN_ENDS: dict[str, dict] = {"Ant-v5": {"healthy_z_range": (0.45, 0.8)}, "HalfCheetah-v5": {},
+                               "Hopper-v5": {}, "Walker2d-v5": {}, "Swimmer-v5": {}}
 
 
 def _actions(space: gym.Space, steps: int, n: int, seed: int = 0) -> list[np.ndarray]:
@@ -84,7 +86,7 @@ def test_first_bad_action_finds_nan_and_out_of_bounds_rows() -> None:
 
 # ---------------------------------------------------------------- against gymnasium
 @pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("env_id", NATIVE)
+@pytest.mark.parametrize("env_id", ALL_NATIVE)
 def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> None:
     n, steps = 5, 150
     kwargs = OFTEN_ENDS[env_id]
@@ -99,7 +101,7 @@ def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> Non
     with envhive.make(f"envhive/{env_id}", n, executor="native", autoreset=mode, env_kwargs=kwargs) as env:
         got = transcript(env, steps, acts.__getitem__, seed=[7, 8, 9, 10, 11])
     assert_same_transcript(got, want)
-    if env_id == "Ant-v5":
+    if env_id in ("Ant-v5", "Hopper-v5", "Walker2d-v5"):
         ends = sum(int((t[2] | t[3]).sum()) for t in want[1:])
         assert ends >= 5, ends  # the run did cross episode ends
 
@@ -204,6 +206,14 @@ def test_thread_count_does_not_change_results() -> None:
         ("Ant-v5", {"include_cfrc_ext_in_observation": False, "contact_force_range": (-0.5, 0.2),
                     "terminate_when_unhealthy": False, "healthy_z_range": (0.5, 0.7)}),
         ("Ant-v5", {"exclude_current_positions_from_observation": False, "rne_post_constraint": False}),
+        ("Hopper-v5", {"healthy_state_range": (-2.0, 2.0), "healthy_reward": 3,
+                       "exclude_current_positions_from_observation": False}),
+        # No termination: long falls, fast joints (the velocity clip), and a state range that
+        # the positions alone leave (reward_survive flips).
+        ("Hopper-v5", {"terminate_when_unhealthy": False, "healthy_state_range": (-0.25, 15.0),
+                       "healthy_z_range": (-1.0, 5.0), "healthy_angle_range": (-9.0, 9.0)}),
+        ("Walker2d-v5", {"terminate_when_unhealthy": False, "ctrl_cost_weight": np.float64(0.01)}),
+        ("Swimmer-v5", {"exclude_current_positions_from_observation": False, "ctrl_cost_weight": 0.5}),
     ],
 )
 def test_keywords_and_weight_types_match_serial(env_id: str, kwargs: dict) -> None:
@@ -254,4 +264,20 @@ def test_call_and_set_attr_reach_the_env_objects() -> None:
 
 def test_native_refuses_mujoco_envs_without_a_compiled_step() -> None:
     with pytest.raises(envhive.ConfigError, match="native executor runs envhive's compiled envs"):
-        envhive.make("envhive/Hopper-v5", 2, executor="native")
+        envhive.make("envhive/Reacher-v5", 2, executor="native")
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Walker2d-v5"])
+def test_velocity_clip_matches_serial(env_id: str) -> None:
+    """Fast joints (set through call("set_state")): the observation's clipped velocities."""
+    native, serial = _pair(env_id, 2, seed=0)
+    with native, serial:
+        for env in (native, serial):
+            env.reset()
+            qpos = env.call("init_qpos")[0]
+            qvel = np.linspace(-60.0, 60.0, env.call("init_qvel")[0].size)
+            env.call("set_state", qpos, qvel)
+        acts = np.zeros((2, *native.single_action_space.shape), np.float32)
+        x, y = native.step(acts), serial.step(acts)
+        assert_same_transcript([x], [y])
+        assert (np.abs(x[0][:, -qvel.size:]) == 10.0).any()

@@ -28,7 +28,7 @@ import numpy as np
 from envhive.envs.mujoco._ant import AntEnv
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._batch import _find_library
-from envhive.envs.mujoco._planar import HalfCheetahEnv
+from envhive.envs.mujoco._planar import HalfCheetahEnv, HopperEnv, SwimmerEnv, Walker2dEnv
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import _address_to_voidptr as _ptr
 
@@ -174,6 +174,14 @@ def _ctrl_cost_is_f32(weight: Any) -> bool:
     return type(weight * np.float32(1.0)) is np.float32
 
 
+def _distance_from_origin(infos: dict[str, Any]) -> None:
+    """``infos["distance_from_origin"]`` from the x and y positions, as gymnasium computes it:
+    ``np.linalg.norm(qpos[0:2])`` is a BLAS ``ddot`` (which may fuse multiply-adds), and a
+    ``matmul`` of 1x2 by 2x1 rows calls the same ``ddot``."""
+    xy = np.stack((infos["x_position"], infos["y_position"]), axis=1)
+    np.sqrt(np.matmul(xy[:, None, :], xy[:, :, None])[:, 0, 0], out=infos["distance_from_origin"])
+
+
 def _weight(value: Any, what: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"the native MuJoCo engine needs a real number for {what}, got {value!r}")
@@ -289,10 +297,7 @@ class AntFamily(Family):
 
     @classmethod
     def finish_infos(cls, infos: dict[str, Any]) -> None:
-        # gymnasium: np.linalg.norm(qpos[0:2]), a BLAS ddot (which may fuse multiply-adds):
-        # matmul of 1x2 by 2x1 rows calls the same ddot.
-        xy = np.stack((infos["x_position"], infos["y_position"]), axis=1)
-        np.sqrt(np.matmul(xy[:, None, :], xy[:, :, None])[:, 0, 0], out=infos["distance_from_origin"])
+        _distance_from_origin(infos)
 
     @classmethod
     def compiled(cls) -> Any:
@@ -365,7 +370,194 @@ class AntFamily(Family):
         return step_one
 
 
-_FAMILIES: dict[type, type[Family]] = {f.env_cls: f for f in (HalfCheetahFamily, AntFamily)}
+class HopperFamily(Family):
+    """``HopperEnv`` (and ``Walker2dEnv``): obs ``qpos[skip:]``, ``clip(qvel, -10, 10)``;
+    forward reward plus survive reward minus control cost; health from height and angle (and,
+    for Hopper, ``state_vector()[2:]``), all open ranges."""
+
+    env_cls: ClassVar[type[MujocoEnv]] = HopperEnv
+    info = (
+        "x_position", "z_distance_from_origin", "x_velocity", "reward_forward", "reward_ctrl",
+        "reward_survive",
+    )
+    checks_state: ClassVar[bool] = True
+
+    @classmethod
+    def params(cls, env: Any) -> list[float]:
+        w = env._ctrl_cost_weight
+        z_lo, z_hi = env._healthy_z_range
+        a_lo, a_hi = env._healthy_angle_range
+        s_lo, s_hi = env._healthy_state_range if cls.checks_state else (0.0, 0.0)
+        return [
+            _weight(env._forward_reward_weight, "forward_reward_weight"),
+            _weight(w, "ctrl_cost_weight"),
+            float(_ctrl_cost_is_f32(w)),
+            float(1 * bool(env._exclude_current_positions_from_observation)),
+            _weight(env._reward_if_healthy, "healthy_reward"),
+            _weight(env._reward_if_unhealthy, "healthy_reward"),
+            float(bool(env._terminate_when_unhealthy)),
+            _weight(z_lo, "healthy_z_range"),
+            _weight(z_hi, "healthy_z_range"),
+            _weight(a_lo, "healthy_angle_range"),
+            _weight(a_hi, "healthy_angle_range"),
+            _weight(s_lo, "healthy_state_range"),
+            _weight(s_hi, "healthy_state_range"),
+            float(cls.checks_state),
+            float(env.init_qpos[1]),
+        ]
+
+    @classmethod
+    def info_dtypes(cls, env: Any) -> list[np.dtype]:
+        f64 = np.dtype(np.float64)
+        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
+        return [f64, f64, f64, f64, ctrl, np.asarray(env._reward_if_healthy).dtype]
+
+    @classmethod
+    def compiled(cls) -> Any:
+        c_step, c_rne = _libmujoco()
+        p = _FIRST_PARAM
+
+        @numba.njit(nogil=True)
+        def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+            nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
+            qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
+            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
+            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
+            for j in range(nu):
+                ctrl[j] = act[j]
+            x_before = qpos[0]
+            for _ in range(int(par[_FRAME_SKIP])):
+                c_step(row[_M], row[_D])
+            if par[_RNE] != 0.0:
+                c_rne(row[_M], row[_D])
+            x_after = qpos[0]
+            x_velocity = (x_after - x_before) / par[_DT]
+            skip = int(par[p + 3])
+            k = 0
+            for j in range(skip, nq):
+                obs[k] = qpos[j]
+                k += 1
+            for j in range(nv):
+                obs[k + j] = _clip(qvel[j], -10.0, 10.0)
+            healthy = par[p + 7] < qpos[1] < par[p + 8] and par[p + 9] < qpos[2] < par[p + 10]
+            if healthy and par[p + 13] != 0.0:
+                s_lo, s_hi = par[p + 11], par[p + 12]
+                for j in range(2, nq):
+                    healthy = healthy and s_lo < qpos[j] < s_hi
+                for j in range(nv):
+                    healthy = healthy and s_lo < qvel[j] < s_hi
+            forward_reward = par[p] * x_velocity
+            healthy_reward = par[p + 4] if healthy else par[p + 5]
+            sq = np.empty(nu, np.float32)
+            for j in range(nu):
+                sq[j] = act[j] * act[j]
+            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
+            if par[p + 2] != 0.0:
+                ctrl_cost = np.float64(np.float32(par[p + 1]) * s)
+            else:
+                ctrl_cost = par[p + 1] * np.float64(s)
+            vals[0, i] = x_after
+            vals[1, i] = qpos[1] - par[p + 14]
+            vals[2, i] = x_velocity
+            vals[3, i] = forward_reward
+            vals[4, i] = -ctrl_cost
+            vals[5, i] = healthy_reward
+            return (forward_reward + healthy_reward) - ctrl_cost, (not healthy) and par[p + 6] != 0.0
+
+        return step_one
+
+
+class Walker2dFamily(HopperFamily):
+    """``Walker2dEnv``: Hopper's step without the ``state_vector()`` health check."""
+
+    env_cls = Walker2dEnv
+    checks_state = False
+
+    @classmethod
+    def step_one(cls) -> Any:
+        return HopperFamily.step_one()  # the health check differs by a parameter only
+
+
+class SwimmerFamily(Family):
+    """``SwimmerEnv``: obs ``qpos[skip:]``, ``qvel``; forward reward minus control cost."""
+
+    env_cls = SwimmerEnv
+    info = (
+        "x_position", "y_position", "distance_from_origin", "x_velocity", "y_velocity",
+        "reward_forward", "reward_ctrl",
+    )
+
+    @classmethod
+    def params(cls, env: Any) -> list[float]:
+        w = env._ctrl_cost_weight
+        return [
+            _weight(env._forward_reward_weight, "forward_reward_weight"),
+            _weight(w, "ctrl_cost_weight"),
+            float(_ctrl_cost_is_f32(w)),
+            float(2 * bool(env._exclude_current_positions_from_observation)),
+        ]
+
+    @classmethod
+    def info_dtypes(cls, env: Any) -> list[np.dtype]:
+        f64 = np.dtype(np.float64)
+        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
+        return [f64, f64, f64, f64, f64, f64, ctrl]
+
+    @classmethod
+    def finish_infos(cls, infos: dict[str, Any]) -> None:
+        _distance_from_origin(infos)
+
+    @classmethod
+    def compiled(cls) -> Any:
+        c_step, c_rne = _libmujoco()
+        p = _FIRST_PARAM
+
+        @numba.njit(nogil=True)
+        def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+            nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
+            qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
+            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
+            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
+            for j in range(nu):
+                ctrl[j] = act[j]
+            x_before, y_before = qpos[0], qpos[1]
+            for _ in range(int(par[_FRAME_SKIP])):
+                c_step(row[_M], row[_D])
+            if par[_RNE] != 0.0:
+                c_rne(row[_M], row[_D])
+            dt = par[_DT]
+            x_velocity = (qpos[0] - x_before) / dt
+            y_velocity = (qpos[1] - y_before) / dt
+            skip = int(par[p + 3])
+            k = 0
+            for j in range(skip, nq):
+                obs[k] = qpos[j]
+                k += 1
+            for j in range(nv):
+                obs[k + j] = qvel[j]
+            forward_reward = par[p] * x_velocity
+            sq = np.empty(nu, np.float32)
+            for j in range(nu):
+                sq[j] = act[j] * act[j]
+            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
+            if par[p + 2] != 0.0:
+                ctrl_cost = np.float64(np.float32(par[p + 1]) * s)
+            else:
+                ctrl_cost = par[p + 1] * np.float64(s)
+            vals[0, i] = qpos[0]
+            vals[1, i] = qpos[1]
+            vals[3, i] = x_velocity
+            vals[4, i] = y_velocity
+            vals[5, i] = forward_reward
+            vals[6, i] = -ctrl_cost
+            return forward_reward - ctrl_cost, False
+
+        return step_one
+
+
+_FAMILIES: dict[type, type[Family]] = {
+    f.env_cls: f for f in (HalfCheetahFamily, AntFamily, HopperFamily, Walker2dFamily, SwimmerFamily)
+}
 
 
 def native_family(env_cls: Any) -> type[Family] | None:
