@@ -18,7 +18,7 @@ import numpy as np
 
 import envhive
 from envhive._bench import Measurement, measure_steps, random_actions
-from envhive._registry import _KERNELS, _load
+from envhive._registry import _BUILTIN, _KERNELS, _load
 from envhive.executors import available_executors
 
 __all__ = ["main"]
@@ -62,6 +62,8 @@ def _plan(env_id: str, chosen: list[str] | None) -> tuple[list[str], str, Any]:
         spec = gym.spec(gym_id)
         peer = _bench_gym_vector if spec.vector_entry_point is not None else _bench_gym_sync
         return (chosen or ["native"]), gym_id, peer
+    if getattr(_BUILTIN.get(env_id), "native", False):  # compiled MuJoCo: vs gymnasium's own env
+        return (chosen or ["native"]), env_id.removeprefix("envhive/"), _bench_gym_sync
     return (chosen or available_executors()), env_id, _bench_gym_sync
 
 
@@ -103,7 +105,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
         others = [e for e in available_executors() if e != "serial"]
-        if args.env in _KERNELS:
+        if args.env in _KERNELS or getattr(_BUILTIN.get(args.env), "native", False):
             others.insert(0, "native")
         for name in ["serial", *others]:
             env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
