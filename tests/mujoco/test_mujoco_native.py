@@ -260,6 +260,12 @@ def test_call_and_set_attr_reach_the_env_objects() -> None:
         assert (info["reward_ctrl"] == 0).all() and (reward == info["reward_forward"]).all()
         masses = env.call("get_body_com", "torso")
         assert len(masses) == 2 and masses[0].shape == (3,)
+        # A float64 weight makes numpy's control cost float64: the info dtype follows.
+        env.set_attr("_ctrl_cost_weight", np.float64(0.25))
+        info = env.step(acts)[4]
+        assert info["reward_ctrl"].dtype == np.float64 and (info["reward_ctrl"] < 0).all()
+        with pytest.raises(envhive.ConfigError, match="env 1: the native MuJoCo engine needs"):
+            env.set_attr("_ctrl_cost_weight", [0.1, np.float64(0.1)])
 
 
 def test_native_refuses_mujoco_envs_without_a_compiled_step() -> None:

@@ -130,7 +130,6 @@ class MujocoEngine:
         self.num_threads = max(1, min(num_threads or limit, limit, n))
         self._max_steps = np.int64(env0._max_steps)
         self._elapsed = np.zeros(n, np.int64)
-        self._dtypes = family.info_dtypes(env0)
         self._f64 = np.dtype(np.float64)
         self._vals = np.zeros((len(family.info), n), np.float64)
         self._ids = np.arange(n, dtype=np.int64)
@@ -151,18 +150,22 @@ class MujocoEngine:
         self._first = True
 
     def _pack_params(self) -> None:
-        rows = []
-        for e in self.envs:
+        """Read every env's parameters (at start, and after ``set_attr``)."""
+        family, rows = self.family, []
+        dtypes = family.info_dtypes(self.envs[0])
+        for i, e in enumerate(self.envs):
             rows.append([
                 float(e._frame_skip), float(bool(e.rne_post_constraint)), e._dt,
-                float(e.model.nq), float(e.model.nv), *self.family.params(e),
+                float(e.model.nq), float(e.model.nv), *family.params(e),
             ])
-            if self.family.info_dtypes(e) != self._dtypes:
+            if family.info_dtypes(e) != dtypes:
                 raise ConfigError(
-                    "the native MuJoCo engine needs the same reward weight types in every env "
-                    "(their info dtypes differ)"
+                    f"env {i}: the native MuJoCo engine needs reward weights of the same types "
+                    f"in every env (info dtypes {family.info_dtypes(e)}, env 0 has {dtypes}); "
+                    "the compiled step keeps the previous parameters"
                 )
         self._params = np.array(rows, np.float64)
+        self._dtypes = dtypes
         self._max_steps = np.int64(self.envs[0]._max_steps)
 
     # ------------------------------------------------------------------ protocol
