@@ -1,6 +1,7 @@
 """Process executor vs the peers, all in one run.
 
-Runs envhive's process executor against a plain for-loop over the same envs (one process),
+Runs envhive's process executor (default; with ``cpu_affinity=True``; with ``parent_slice=True``)
+against a plain for-loop over the same envs (one process),
 gymnasium's SyncVectorEnv and gymnasium's AsyncVectorEnv. It covers CartPole-v1 (Python) and
 Ant-v5 (MuJoCo), at 8 and 64 envs, plus per-call latency at 1 env. Writes JSON.
 
@@ -46,6 +47,8 @@ def _runners(env_id: str, n: int, workers: int | None) -> dict[str, Callable[[],
 
     k = min(workers or os.cpu_count() or 1, n)
     runners = {f"envhive process ({k} workers)": envhive_process()}
+    if k > 1 and hasattr(os, "sched_setaffinity"):
+        runners[f"envhive process ({k} workers, pinned)"] = envhive_process(cpu_affinity=True)
     if k > 1:
         runners[f"envhive process ({k - 1} workers + parent slice)"] = envhive_process(parent_slice=True)
     runners |= {

@@ -179,3 +179,45 @@ def test_parent_slice_async_and_option_conflict():
     env.close()
     with pytest.raises(envhive.ConfigError, match="step_timeout"):
         ProcessExecutor(2, parent_slice=True, step_timeout=1.0)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_cpu_affinity_pins_each_worker_and_keeps_results():
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+
+    def factory():
+        return CountingEnv(pattern=[(4, "term")])
+
+    acts = [np.full(4, t % 3) for t in range(12)]
+    ex = ProcessExecutor(2, cpu_affinity=True)
+    with envhive.make(factory, 4, executor=ex) as env, envhive.make(factory, 4, executor="serial") as ref:
+        pins = [os.sched_getaffinity(wk.proc.pid) for wk in ex._state.workers]
+        assert pins == [{allowed[0]}, {allowed[1 % len(allowed)]}]
+        assert_same_transcript(transcript(env, 12, acts.__getitem__, seed=1), transcript(ref, 12, acts.__getitem__, seed=1))
+    ex = ProcessExecutor(2, cpu_affinity=[allowed[-1]])
+    with envhive.make(factory, 4, executor=ex):
+        assert [os.sched_getaffinity(wk.proc.pid) for wk in ex._state.workers] == [{allowed[-1]}] * 2
+    for bad in ([], [max(allowed) + 1000], "0", [True], 3):
+        with pytest.raises(envhive.ConfigError, match="cpu_affinity"):
+            ProcessExecutor(2, cpu_affinity=bad)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_restarted_workers_are_pinned_again():
+    import os
+    import signal
+
+    allowed = sorted(os.sched_getaffinity(0))
+    ex = ProcessExecutor(2, cpu_affinity=True, on_worker_failure="restart")
+    with envhive.make(lambda: CountingEnv(pattern=[(50, "term")]), 4, executor=ex, seed=0) as env:
+        env.reset()
+        old = ex._state.workers[1].proc.pid
+        os.kill(old, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while ex._state.workers[1].proc.pid == old and time.monotonic() < deadline:
+            env.step(np.zeros(4, np.int64))
+        new = ex._state.workers[1].proc.pid
+        assert new != old
+        assert os.sched_getaffinity(new) == {allowed[1 % len(allowed)]}

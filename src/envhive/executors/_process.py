@@ -149,6 +149,26 @@ class _Shutdown:
         self.arena.close()
 
 
+def _affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:
+    """The CPUs workers are pinned to, round robin (empty: no pinning); checks the argument."""
+    if cpu_affinity is None or cpu_affinity is False:
+        return []
+    if not hasattr(os, "sched_setaffinity"):
+        raise ConfigError("cpu_affinity: pinning processes to CPUs needs Linux (os.sched_setaffinity)")
+    allowed = sorted(os.sched_getaffinity(0))
+    if cpu_affinity is True:
+        return allowed
+    if isinstance(cpu_affinity, (str, bytes)) or not isinstance(cpu_affinity, Sequence):
+        raise ConfigError(f"cpu_affinity: expected True, None or a list of CPU ids, got {cpu_affinity!r}")
+    cpus = list(cpu_affinity)
+    bad = [c for c in cpus if isinstance(c, bool) or not isinstance(c, int) or c not in allowed]
+    if not cpus or bad:
+        raise ConfigError(
+            f"cpu_affinity: expected CPU ids this process may use ({allowed}), got {cpus!r}"
+        )
+    return cpus
+
+
 def _stop_process(proc: Any) -> None:
     if proc is None:
         return
@@ -177,6 +197,11 @@ class ProcessExecutor(Executor):
             many workers as cores this avoids a third process competing for the cores, and
             sync throughput goes up. Those envs lose process isolation: a crash in them is a
             crash of the caller. Off by default; it cannot be combined with ``step_timeout``.
+        cpu_affinity: pin each worker process to one CPU (Linux). ``True``: worker ``w`` on the
+            ``w``-th CPU of the caller's allowed set (round robin); a sequence of CPU ids: worker
+            ``w`` on ``cpu_affinity[w % len]``. Pinned workers do not migrate, which helped cheap
+            envs on a 2-core VM (CartPole x 64: ~1.2x instead of ~1.05-1.1x the for-loop). Off by
+            default: pools that each pin from the first CPU on would pile onto the same cores.
 
     Examples:
         >>> import envhive
@@ -197,7 +222,9 @@ class ProcessExecutor(Executor):
         on_worker_failure: str = "raise",
         spin_s: float | None = None,
         parent_slice: bool = False,
+        cpu_affinity: bool | Sequence[int] | None = None,
     ) -> None:
+        self._cpus = _affinity_cpus(cpu_affinity)
         if parent_slice and step_timeout is not None:
             raise ConfigError(
                 "parent_slice=True cannot be combined with step_timeout: an env hung in the "
@@ -314,6 +341,11 @@ class ProcessExecutor(Executor):
             wk.proc.start()
         child_conn.close()
         wk.conn = parent_conn
+        if self._cpus:
+            try:
+                os.sched_setaffinity(wk.proc.pid, {self._cpus[wk.w % len(self._cpus)]})
+            except OSError:  # the worker already exited: its handshake reports why
+                pass
 
     def _handshake(self, wk: _Worker) -> list[EnvProps]:
         deadline = time.monotonic() + _LAUNCH_TIMEOUT_S
