@@ -38,3 +38,11 @@ def test_cem_example_solves_cartpole_on_the_kernel_and_on_gymnasium():
     text = run("cem_cartpole.py", "--generations", "12")
     assert "native (auto)" in text
     assert "gymnasium CartPole-v1 with the mean policy: return 500" in text
+
+
+def test_ars_example_replays_identically_on_gymnasium():
+    pytest.importorskip("mujoco")
+    text = run("ars_halfcheetah.py", "--iterations", "3", "--directions", "4", "--top", "2",
+               "--horizon", "60")
+    assert text.count("iteration ") == 3 and "executor='native" in text
+    assert "(identical)" in text
