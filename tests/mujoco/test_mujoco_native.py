@@ -21,14 +21,15 @@ from envhive.envs.mujoco._families import _clip, first_bad_action, pairwise_sum 
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
 NATIVE = ["HalfCheetah-v5", "Ant-v5"]  # most tests
-ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]  # the gymnasium differential
+ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedPendulum-v5"]  # the gymnasium differential
 MODES = {
     "next_step": gym.vector.AutoresetMode.NEXT_STEP,
     "same_step": gym.vector.AutoresetMode.SAME_STEP,
 }
 # Ant with a narrow healthy range ends episodes every few dozen steps: many autoresets.
 OFTEN_ENDS: dict[str, dict] = {"Ant-v5": {"healthy_z_range": (0.45, 0.8)}, "HalfCheetah-v5": {},
-                               "Hopper-v5": {}, "Walker2d-v5": {}, "Swimmer-v5": {}}
+                               "Hopper-v5": {}, "Walker2d-v5": {}, "Swimmer-v5": {},
+                               "InvertedPendulum-v5": {}}
 
 
 def _actions(space: gym.Space, steps: int, n: int, seed: int = 0) -> list[np.ndarray]:
@@ -101,7 +102,7 @@ def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> Non
     with envhive.make(f"envhive/{env_id}", n, executor="native", autoreset=mode, env_kwargs=kwargs) as env:
         got = transcript(env, steps, acts.__getitem__, seed=[7, 8, 9, 10, 11])
     assert_same_transcript(got, want)
-    if env_id in ("Ant-v5", "Hopper-v5", "Walker2d-v5"):
+    if env_id in ("Ant-v5", "Hopper-v5", "Walker2d-v5", "InvertedPendulum-v5"):
         ends = sum(int((t[2] | t[3]).sum()) for t in want[1:])
         assert ends >= 5, ends  # the run did cross episode ends
 

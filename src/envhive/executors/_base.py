@@ -160,6 +160,17 @@ class Completion:
         self.errors.update(other.errors)
 
 
+def env_error(call: str, err: Exception, env_id: int) -> EnvWorkerError:
+    """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``) raised
+    ``err``; call it inside the ``except`` block (it records the traceback)."""
+    return EnvWorkerError(
+        f"{call}() raised {type(err).__name__}: {err}",
+        env_id=env_id,
+        worker_traceback=traceback.format_exc(),
+        cause_type=type(err).__name__,
+    )
+
+
 def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
     """Call a factory and check that it gave an env; errors name the env."""
     try:
@@ -304,12 +315,7 @@ class EnvRunner:
                 out.errors[i] = err
                 continue
             except Exception as err:  # an env's bug must not take the pool down
-                out.errors[i] = EnvWorkerError(
-                    f"{'reset' if op == _RESET else 'step'}() raised {type(err).__name__}: {err}",
-                    env_id=i,
-                    worker_traceback=traceback.format_exc(),
-                    cause_type=type(err).__name__,
-                )
+                out.errors[i] = env_error("reset" if op == _RESET else "step", err, i)
                 continue
             if info:
                 infos[i] = info

@@ -194,13 +194,12 @@ class AntEnv(MujocoEnv):
             self._buf_cfrc[...] = self._cfrc_clipped_tail
         return self._obs_view.copy()
 
-    def _reset_model(self) -> NDArray[np.float64]:
+    def _reset_state(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         noise_low = -self._reset_noise_scale
         noise_high = self._reset_noise_scale
         qpos = self.init_qpos + self.np_random.uniform(low=noise_low, high=noise_high, size=self.model.nq)
         qvel = self.init_qvel + self._reset_noise_scale * self.np_random.standard_normal(self.model.nv)
-        self.set_state(qpos, qvel)
-        return self._obs()
+        return qpos, qvel
 
     def _reset_info(self) -> dict[str, Any]:
         xy = self._qpos_xy

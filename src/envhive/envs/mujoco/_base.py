@@ -484,6 +484,14 @@ class MujocoEnv(gym.Env[NDArray[np.float64], NDArray[np.float32]]):
         raise NotImplementedError
 
     def _reset_model(self) -> NDArray[np.float64]:
+        """gymnasium's ``reset_model``: set the noisy start state, return its observation."""
+        self.set_state(*self._reset_state())
+        return self._obs()
+
+    def _reset_state(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The ``(qpos, qvel)`` a reset starts from, drawing the reset noise from
+        ``self.np_random`` exactly as gymnasium's ``reset_model`` does. (The native engine
+        calls it, then sets the state of many envs in one compiled call.)"""
         raise NotImplementedError
 
     def _reset_info(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import numpy as np
 from envhive.envs.mujoco._ant import AntEnv
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._batch import _find_library
+from envhive.envs.mujoco._pendulum import InvertedPendulumEnv
 from envhive.envs.mujoco._planar import HalfCheetahEnv, HopperEnv, SwimmerEnv, Walker2dEnv
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import _address_to_voidptr as _ptr
@@ -38,23 +39,30 @@ __all__ = ["Family", "pairwise_sum", "native_family", "first_bad_action"]
 _M, _D, _QPOS, _QVEL, _CTRL, _FIRST_EXTRA = range(6)
 # Columns of the per-env parameter table; families append theirs after _FIRST_PARAM.
 _FRAME_SKIP, _RNE, _DT, _NQ, _NV, _FIRST_PARAM = range(6)
-_c_step: Any = None
-_c_rne: Any = None
 
 
 def _libmujoco() -> tuple[Any, Any]:
     """``(mj_step, mj_rnePostConstraint)`` of the ``libmujoco`` the ``mujoco`` package ships."""
-    global _c_step, _c_rne
-    if _c_step is None:
+    fns = _libmujoco_fns()
+    return fns["mj_step"], fns["mj_rnePostConstraint"]
+
+
+_FNS: dict[str, Any] = {}
+
+
+def _libmujoco_fns() -> dict[str, Any]:
+    """``libmujoco``'s ``(model, data) -> void`` functions the engine calls, through ctypes."""
+    if not _FNS:
         path = _find_library()
         if path is None:  # pragma: no cover - every mujoco wheel ships it
             raise ConfigError("the native MuJoCo engine needs libmujoco, which was not found")
         lib = ctypes.CDLL(path)
-        for fn in (lib.mj_step, lib.mj_rnePostConstraint):
+        for name in ("mj_step", "mj_rnePostConstraint", "mj_resetData", "mj_forward"):
+            fn = getattr(lib, name)
             fn.restype = None
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        _c_step, _c_rne = lib.mj_step, lib.mj_rnePostConstraint
-    return _c_step, _c_rne
+            _FNS[name] = fn
+    return _FNS
 
 
 @numba.njit(nogil=True)
@@ -122,19 +130,22 @@ class Family:
     """How the engine steps one env class: its compiled step and what it reads.
 
     Subclasses set ``env_cls``, ``info`` (step info keys, in gymnasium's order) and implement
-    :meth:`extra_addresses`, :meth:`params` and :meth:`compiled`; :meth:`info_dtypes` and
-    :meth:`finish_infos` have defaults.
+    :meth:`extra_addresses`, :meth:`params`, :meth:`compiled` and :meth:`compiled_obs`;
+    :meth:`info_dtypes` and :meth:`finish_infos` have defaults.
 
     The compiled ``step_one(row, par, act, obs, vals, i) -> (reward, terminated)`` steps env
     ``i``: ``row`` holds its addresses (:data:`_M`, :data:`_D`, qpos, qvel, ctrl, then the
     family's), ``par`` its parameters (frame_skip, rne flag, dt, then the family's), ``act``
     its float32 action, ``obs`` its row of the pool's observation buffer, ``vals`` the
-    ``(len(info), num_envs)`` float64 step-info table.
+    ``(len(info), num_envs)`` float64 step-info table. The compiled ``obs_one(row, par, obs)``
+    writes the observation of the env's current state (the env's ``_obs()``); the step uses
+    it after the physics, and the engine's compiled reset after ``mj_forward``.
     """
 
     env_cls: ClassVar[type[MujocoEnv]]
     info: ClassVar[tuple[str, ...]] = ()
     _step_one: ClassVar[Any] = None
+    _obs_one: ClassVar[Any] = None
 
     @classmethod
     def extra_addresses(cls, env: Any) -> list[int]:
@@ -161,11 +172,76 @@ class Family:
         raise NotImplementedError
 
     @classmethod
+    def compiled_obs(cls) -> Any:
+        """The family's compiled ``obs_one``."""
+        raise NotImplementedError
+
+    @classmethod
     def step_one(cls) -> Any:
         fn = cls.__dict__.get("_step_one")
         if fn is None:
             fn = cls._step_one = cls.compiled()
         return fn
+
+    @classmethod
+    def obs_one(cls) -> Any:
+        fn = cls.__dict__.get("_obs_one")
+        if fn is None:
+            fn = cls._obs_one = cls.compiled_obs()
+        return fn
+
+
+@numba.njit(nogil=True)
+def _state_obs(row: Any, par: Any, obs: Any, skip: int, clip_qvel: bool) -> int:  # pragma: no cover - compiled
+    """Write ``qpos[skip:]`` then ``qvel`` (clipped to [-10, 10] if asked) into ``obs``;
+    return how many values were written."""
+    nq, nv = int(par[_NQ]), int(par[_NV])
+    qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)  # type: ignore[call-arg]
+    qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)  # type: ignore[call-arg]
+    k = 0
+    for j in range(skip, nq):
+        obs[k] = qpos[j]
+        k += 1
+    for j in range(nv):
+        obs[k] = _clip(qvel[j], -10.0, 10.0) if clip_qvel else qvel[j]
+        k += 1
+    return k
+
+
+_PHYSICS: list[Any] = []
+
+
+def _physics_fn() -> Any:
+    """The compiled ``physics(row, par, act)`` every family's step starts with: write the
+    action into ``data.ctrl``, ``mj_step`` ``frame_skip`` times, then ``mj_rnePostConstraint``
+    if the env calls it (as ``MujocoEnv.step``)."""
+    if not _PHYSICS:
+        c_step, c_rne = _libmujoco()
+
+        @numba.njit(nogil=True)
+        def physics(row, par, act):  # type: ignore[no-untyped-def]  # pragma: no cover
+            ctrl = numba.carray(_ptr(row[_CTRL]), act.size, np.float64)
+            for j in range(act.size):
+                ctrl[j] = act[j]
+            for _ in range(int(par[_FRAME_SKIP])):
+                c_step(row[_M], row[_D])
+            if par[_RNE] != 0.0:
+                c_rne(row[_M], row[_D])
+
+        _PHYSICS.append(physics)
+    return _PHYSICS[0]
+
+
+def _planar_obs(clip_qvel: bool) -> Any:
+    """The planar families' ``obs_one``: ``qpos[skip:]`` (skip in the family's 4th parameter)
+    then ``qvel``, clipped to [-10, 10] for Hopper and Walker2d."""
+    p = _FIRST_PARAM
+
+    @numba.njit(nogil=True)
+    def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
+        _state_obs(row, par, obs, int(par[p + 3]), clip_qvel)
+
+    return obs_one
 
 
 def _ctrl_cost_is_f32(weight: Any) -> bool:
@@ -211,31 +287,23 @@ class HalfCheetahFamily(Family):
         return [f64, f64, f64, ctrl]
 
     @classmethod
+    def compiled_obs(cls) -> Any:
+        return _planar_obs(clip_qvel=False)
+
+    @classmethod
     def compiled(cls) -> Any:
-        c_step, c_rne = _libmujoco()
+        physics = _physics_fn()
+        obs_one = cls.obs_one()
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
+            nu, nq = act.size, int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
-            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
-            for j in range(nu):
-                ctrl[j] = act[j]
             x_before = qpos[0]
-            for _ in range(int(par[_FRAME_SKIP])):
-                c_step(row[_M], row[_D])
-            if par[_RNE] != 0.0:
-                c_rne(row[_M], row[_D])
+            physics(row, par, act)
             x_after = qpos[0]
             x_velocity = (x_after - x_before) / par[_DT]
-            skip = int(par[_FIRST_PARAM + 3])
-            k = 0
-            for j in range(skip, nq):
-                obs[k] = qpos[j]
-                k += 1
-            for j in range(nv):
-                obs[k + j] = qvel[j]
+            obs_one(row, par, obs)
             forward_reward = par[_FIRST_PARAM] * x_velocity
             sq = np.empty(nu, np.float32)
             for j in range(nu):
@@ -300,8 +368,25 @@ class AntFamily(Family):
         _distance_from_origin(infos)
 
     @classmethod
+    def compiled_obs(cls) -> Any:
+        p = _FIRST_PARAM
+
+        @numba.njit(nogil=True)
+        def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
+            k = _state_obs(row, par, obs, int(par[p + 3]), False)
+            if par[p + 12] != 0.0:  # the clipped contact forces of every body but the world
+                nc = int(par[p + 13])
+                cfrc = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), nc, np.float64)
+                for j in range(6, nc):
+                    obs[k] = _clip(cfrc[j], par[p + 9], par[p + 10])
+                    k += 1
+
+        return obs_one
+
+    @classmethod
     def compiled(cls) -> Any:
-        c_step, c_rne = _libmujoco()
+        physics = _physics_fn()
+        obs_one = cls.obs_one()
         p = _FIRST_PARAM
 
         @numba.njit(nogil=True)
@@ -309,36 +394,19 @@ class AntFamily(Family):
             nu, nq, nv, nc = act.size, int(par[_NQ]), int(par[_NV]), int(par[p + 13])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
             xpos = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
             cfrc = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), nc, np.float64)
-            for j in range(nu):
-                ctrl[j] = act[j]
             x_before, y_before = xpos[0], xpos[1]
-            for _ in range(int(par[_FRAME_SKIP])):
-                c_step(row[_M], row[_D])
-            if par[_RNE] != 0.0:
-                c_rne(row[_M], row[_D])
+            physics(row, par, act)
             dt = par[_DT]
             x_velocity = (xpos[0] - x_before) / dt
             y_velocity = (xpos[1] - y_before) / dt
-            skip = int(par[p + 3])
-            k = 0
-            for j in range(skip, nq):
-                obs[k] = qpos[j]
-                k += 1
-            for j in range(nv):
-                obs[k] = qvel[j]
-                k += 1
+            obs_one(row, par, obs)
             fmin, fmax = par[p + 9], par[p + 10]
             sq = np.empty(nc, np.float64)
-            include = par[p + 12] != 0.0
             for j in range(nc):
                 c = _clip(cfrc[j], fmin, fmax)
                 sq[j] = c * c
-                if include and j >= 6:
-                    obs[k] = c
-                    k += 1
             contact_cost = par[p + 4] * pairwise_sum(sq, 0, nc, 0.0)
             finite = True
             for j in range(nq):
@@ -413,8 +481,13 @@ class HopperFamily(Family):
         return [f64, f64, f64, f64, ctrl, np.asarray(env._reward_if_healthy).dtype]
 
     @classmethod
+    def compiled_obs(cls) -> Any:
+        return _planar_obs(clip_qvel=True)
+
+    @classmethod
     def compiled(cls) -> Any:
-        c_step, c_rne = _libmujoco()
+        physics = _physics_fn()
+        obs_one = cls.obs_one()
         p = _FIRST_PARAM
 
         @numba.njit(nogil=True)
@@ -422,23 +495,11 @@ class HopperFamily(Family):
             nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
-            for j in range(nu):
-                ctrl[j] = act[j]
             x_before = qpos[0]
-            for _ in range(int(par[_FRAME_SKIP])):
-                c_step(row[_M], row[_D])
-            if par[_RNE] != 0.0:
-                c_rne(row[_M], row[_D])
+            physics(row, par, act)
             x_after = qpos[0]
             x_velocity = (x_after - x_before) / par[_DT]
-            skip = int(par[p + 3])
-            k = 0
-            for j in range(skip, nq):
-                obs[k] = qpos[j]
-                k += 1
-            for j in range(nv):
-                obs[k + j] = _clip(qvel[j], -10.0, 10.0)
+            obs_one(row, par, obs)
             healthy = par[p + 7] < qpos[1] < par[p + 8] and par[p + 9] < qpos[2] < par[p + 10]
             if healthy and par[p + 13] != 0.0:
                 s_lo, s_hi = par[p + 11], par[p + 12]
@@ -477,6 +538,10 @@ class Walker2dFamily(HopperFamily):
     def step_one(cls) -> Any:
         return HopperFamily.step_one()  # the health check differs by a parameter only
 
+    @classmethod
+    def obs_one(cls) -> Any:
+        return HopperFamily.obs_one()
+
 
 class SwimmerFamily(Family):
     """``SwimmerEnv``: obs ``qpos[skip:]``, ``qvel``; forward reward minus control cost."""
@@ -508,33 +573,25 @@ class SwimmerFamily(Family):
         _distance_from_origin(infos)
 
     @classmethod
+    def compiled_obs(cls) -> Any:
+        return _planar_obs(clip_qvel=False)
+
+    @classmethod
     def compiled(cls) -> Any:
-        c_step, c_rne = _libmujoco()
+        physics = _physics_fn()
+        obs_one = cls.obs_one()
         p = _FIRST_PARAM
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
+            nu, nq = act.size, int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
-            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            ctrl = numba.carray(_ptr(row[_CTRL]), nu, np.float64)
-            for j in range(nu):
-                ctrl[j] = act[j]
             x_before, y_before = qpos[0], qpos[1]
-            for _ in range(int(par[_FRAME_SKIP])):
-                c_step(row[_M], row[_D])
-            if par[_RNE] != 0.0:
-                c_rne(row[_M], row[_D])
+            physics(row, par, act)
             dt = par[_DT]
             x_velocity = (qpos[0] - x_before) / dt
             y_velocity = (qpos[1] - y_before) / dt
-            skip = int(par[p + 3])
-            k = 0
-            for j in range(skip, nq):
-                obs[k] = qpos[j]
-                k += 1
-            for j in range(nv):
-                obs[k + j] = qvel[j]
+            obs_one(row, par, obs)
             forward_reward = par[p] * x_velocity
             sq = np.empty(nu, np.float32)
             for j in range(nu):
@@ -555,8 +612,50 @@ class SwimmerFamily(Family):
         return step_one
 
 
+class InvertedPendulumFamily(Family):
+    """``InvertedPendulumEnv``: obs ``[qpos, qvel]``; reward 1 (an int) until the pole leaves
+    ``|angle| <= 0.2`` or the observation stops being finite."""
+
+    env_cls = InvertedPendulumEnv
+    info = ("reward_survive",)
+
+    @classmethod
+    def info_dtypes(cls, env: Any) -> list[np.dtype]:
+        return [np.dtype(type(int(True)))]  # gymnasium's int(not terminated): an int64 slot
+
+    @classmethod
+    def compiled_obs(cls) -> Any:
+        @numba.njit(nogil=True)
+        def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
+            _state_obs(row, par, obs, 0, False)
+
+        return obs_one
+
+    @classmethod
+    def compiled(cls) -> Any:
+        physics = _physics_fn()
+        obs_one = cls.obs_one()
+
+        @numba.njit(nogil=True)
+        def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+            nq, nv = int(par[_NQ]), int(par[_NV])
+            physics(row, par, act)
+            obs_one(row, par, obs)
+            finite = True
+            for j in range(nq + nv):
+                finite = finite and np.isfinite(obs[j])
+            terminated = not finite or abs(obs[1]) > 0.2
+            reward = 0.0 if terminated else 1.0
+            vals[0, i] = reward
+            return reward, terminated
+
+        return step_one
+
+
 _FAMILIES: dict[type, type[Family]] = {
-    f.env_cls: f for f in (HalfCheetahFamily, AntFamily, HopperFamily, Walker2dFamily, SwimmerFamily)
+    f.env_cls: f
+    for f in (HalfCheetahFamily, AntFamily, HopperFamily, Walker2dFamily, SwimmerFamily,
+              InvertedPendulumFamily)
 }
 
 

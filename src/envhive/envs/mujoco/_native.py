@@ -12,8 +12,10 @@ threads, with no GIL (families: HalfCheetah, Ant, Hopper, Walker2d, Swimmer):
 3. write the observation into the pool's buffer, and the reward, flags and step infos into
    arrays (the family's compiled step, ``envhive.envs.mujoco._families``).
 
-Resets run in Python with the env's own ``reset`` (same generator, same noise): they come
-once per episode, and keeping them there keeps seeding exactly gymnasium's. ``call`` and
+Resets are split: Python draws each env's start state with the env's own generator calls
+(``env._reset_state()``: gymnasium's noise, exactly), then one compiled parallel call runs
+``mj_resetData``, sets ``qpos``/``qvel``, ``mj_forward`` and writes the observations of every
+env reset in that step; the reset infos come from the env objects (``env._reset_info()``). ``call`` and
 ``set_attr`` reach the env objects, as on the serial executor; parameters read by the
 compiled step (reward weights ...) are read again after ``set_attr``.
 
@@ -34,17 +36,27 @@ Examples:
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import numba
 import numpy as np
 
 from envhive.envs.mujoco._base import MujocoEnv
-from envhive.envs.mujoco._families import Family, first_bad_action, native_family
-from envhive.errors import ConfigError, EnvWorkerError
-from envhive.executors._base import Buffers, Completion, Op, env_props
+from envhive.envs.mujoco._families import (
+    _D,
+    _M,
+    _QPOS,
+    _QVEL,
+    Family,
+    _libmujoco_fns,
+    _ptr,
+    first_bad_action,
+    native_family,
+)
+from envhive.errors import ConfigError
+from envhive.executors._base import Buffers, Completion, Op, env_error, env_props
 
 __all__ = ["MujocoEngine", "build_driver"]
 
@@ -81,15 +93,45 @@ def build_driver(step_one: Any) -> Any:
     return drive
 
 
+def build_reset_driver(obs_one: Any) -> Any:
+    """Compile the parallel reset over env ids for one family's ``obs_one``.
+
+    ``reset(ids, table, params, qpos, qvel, obs)``: for env ``ids[k]``, ``mj_resetData``,
+    ``qpos[k]``/``qvel[k]`` as its state, ``mj_forward`` (gymnasium's ``reset`` and
+    ``set_state``), then its observation into ``obs``.
+    """
+    fns = _libmujoco_fns()
+    c_reset, c_forward = fns["mj_resetData"], fns["mj_forward"]
+
+    @numba.njit(nogil=True, parallel=True)
+    def reset(ids, table, params, qpos_new, qvel_new, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
+        nq, nv = qpos_new.shape[1], qvel_new.shape[1]
+        for k in numba.prange(ids.size):
+            i = ids[k]
+            row = table[i]
+            c_reset(row[_M], row[_D])
+            qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
+            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
+            for j in range(nq):
+                qpos[j] = qpos_new[k, j]
+            for j in range(nv):
+                qvel[j] = qvel_new[k, j]
+            c_forward(row[_M], row[_D])
+            obs_one(row, params[i], obs[i])
+
+    return reset
+
+
 _DRIVERS: dict[Any, Any] = {}
 
 
-def _driver(family: type[Family]) -> Any:
-    step_one = family.step_one()
-    drive = _DRIVERS.get(step_one)
-    if drive is None:
-        drive = _DRIVERS[step_one] = build_driver(step_one)
-    return drive
+def _driver(family: type[Family]) -> tuple[Any, Any]:
+    """``(step driver, reset driver)`` of a family (compiled once per process)."""
+    key = (family.step_one(), family.obs_one())
+    drivers = _DRIVERS.get(key)
+    if drivers is None:
+        drivers = _DRIVERS[key] = (build_driver(key[0]), build_reset_driver(key[1]))
+    return drivers
 
 
 class MujocoEngine:
@@ -146,7 +188,8 @@ class MujocoEngine:
             np.int64,
         )
         self._pack_params()
-        self._drive = _driver(family)
+        self._drive, self._reset_drive = _driver(family)
+        self._nq, self._nv = env0.model.nq, env0.model.nv
         self._first = True
 
     def _pack_params(self) -> None:
@@ -173,18 +216,23 @@ class MujocoEngine:
         """Attach the pool's buffers (obs must be a float64 array: the envs' Box)."""
         self._buffers = buffers
 
-    def _run_compiled(self, ids: np.ndarray, ops: np.ndarray, actions: np.ndarray) -> int:
-        b = self._buffers
-        args = (ids, ops, self._table, self._params, actions, b.obs, b.reward, b.terminated,
-                b.truncated, self._elapsed, self._max_steps, self._vals)
+    def _parallel(self, fn: Any, *args: Any) -> Any:
+        """Call a compiled parallel function on this engine's threads."""
         numba.set_num_threads(self.num_threads)
         if self._first or _LOCK_ALWAYS:
             with _LOCK:
-                done = self._drive(*args)
+                out = fn(*args)
             self._first = False
             _check_layer()
-            return int(done)
-        return int(self._drive(*args))
+            return out
+        return fn(*args)
+
+    def _run_compiled(self, ids: np.ndarray, ops: np.ndarray, actions: np.ndarray) -> int:
+        b = self._buffers
+        return int(self._parallel(
+            self._drive, ids, ops, self._table, self._params, actions, b.obs, b.reward,
+            b.terminated, b.truncated, self._elapsed, self._max_steps, self._vals,
+        ))
 
     def _step_infos(self, count: int, rows: np.ndarray | None = None) -> dict[str, Any]:
         """The step infos batched as gymnasium does, every env present (or ``rows`` only).
@@ -219,65 +267,86 @@ class MujocoEngine:
             if ended.size:
                 b.final_obs[ended] = b.obs[ended]
                 resets = np.union1d(resets, ended)
-        for i in resets.tolist():
+        if resets.size:
             # Autoresets: no seed (the command block's seeds belong to earlier reset calls).
-            reset_infos[i] = self._reset(i, None, seeded=False)
+            self._reset_many(resets.tolist(), seeded=False, infos=reset_infos)
         return -1, done, infos, reset_infos
 
-    def _reset(self, i: int, options: dict[str, Any] | None, seeded: bool = True) -> dict[str, Any]:
-        """Reset env ``i`` with its own ``reset`` (with the command block's seed if ``seeded``
-        and it has one)."""
-        b = self._buffers
-        seed = int(b.seeds[i]) if seeded and b.ops[i] == _RESET and b.has_seed[i] else None
-        obs, info = self.envs[i].reset(seed=seed, options=options)
-        b.obs[i] = obs
-        self._elapsed[i] = 0
-        if b.ops[i] == _RESET:
-            b.reward[i] = 0.0
-            b.terminated[i] = False
-            b.truncated[i] = False
-        return info
+    def _reset_many(
+        self,
+        ids: list[int],
+        seeded: bool,
+        infos: dict[int, dict[str, Any]],
+        out: Completion | None = None,
+    ) -> None:
+        """Reset envs ``ids`` as their ``reset`` would (``MujocoEnv.reset``: seed, then
+        ``mj_resetData``, the noisy start state, ``mj_forward``), their observations written
+        by one compiled call; each env's reset info goes into ``infos``.
+
+        ``seeded``: seed an env first if the command block has a seed for it (RESET ops).
+        With ``out``, an env whose start state raises is reported there as failed and left
+        out; without, the exception propagates.
+        """
+        b, envs = self._buffers, self.envs
+        qpos = np.empty((len(ids), self._nq))
+        qvel = np.empty((len(ids), self._nv))
+        done: list[int] = []
+        for i in ids:
+            env = envs[i]
+            try:
+                if seeded and b.ops[i] == _RESET and b.has_seed[i]:
+                    gym.Env.reset(env, seed=int(b.seeds[i]))  # MujocoEnv.reset's super().reset
+                qpos[len(done)], qvel[len(done)] = env._reset_state()
+            except Exception as err:
+                if out is None:
+                    raise
+                out.errors[i] = env_error("reset", err, i)
+                continue
+            done.append(i)
+        if not done:
+            return
+        arr = np.array(done, dtype=np.int64)
+        k = arr.size
+        self._parallel(self._reset_drive, arr, self._table, self._params, qpos[:k], qvel[:k], b.obs)
+        self._elapsed[arr] = 0
+        resets = arr[b.ops[arr] == _RESET]
+        b.reward[resets] = 0.0
+        b.terminated[resets] = False
+        b.truncated[resets] = False
+        for i in done:
+            env = envs[i]
+            env._elapsed_steps = 0
+            infos[i] = env._reset_info()
 
     def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
-        """The general path: the ops of ``ids``, actions from the pool's buffers."""
+        """The general path: the ops of ``ids``, actions from the pool's buffers. Envs are
+        reported in ``ids`` order, as ``EnvRunner`` reports them. Reset ``options`` are
+        accepted and ignored, as by gymnasium's MuJoCo envs."""
         b = self._buffers
         ops = b.ops[ids]
         stepped = ids[ops != _RESET]
+        infos: dict[int, dict[str, Any]] = {}
         if stepped.size:
             self._run_compiled(stepped, b.ops, b.actions)
-            infos = self._step_infos(stepped.size, stepped)
-            keys = [(k, infos[k]) for k in self.family.info]
+            batched = self._step_infos(stepped.size, stepped)
+            keys = [(k, batched[k]) for k in self.family.info]
             ended = (b.ops[stepped] == _STEP_RESET) & (b.terminated[stepped] | b.truncated[stepped])
+            autoreset: list[int] = []
             for pos, (i, end) in enumerate(zip(stepped.tolist(), ended.tolist())):
-                info: dict[str, Any] | None = {k: v[pos] for k, v in keys}
+                info = {k: v[pos] for k, v in keys}
                 if end:
                     b.final_obs[i] = b.obs[i]  # type: ignore[index]
-                    out.final_infos[i] = info  # type: ignore[assignment]
-                    info = self._guarded(i, None, out)
-                    if info is None:
-                        continue
-                if info:
-                    out.infos[i] = info
+                    out.final_infos[i] = info
+                    autoreset.append(i)
+                else:
+                    infos[i] = info
+            self._reset_many(autoreset, False, infos, out)
+        self._reset_many(ids[ops == _RESET].tolist(), True, infos, out)
+        for i in ids.tolist():
+            if i in infos:  # else it failed, and out.errors says why
+                if infos[i]:
+                    out.infos[i] = infos[i]
                 out.env_ids.append(i)
-        for i in ids[ops == _RESET].tolist():
-            reset_info = self._guarded(i, options, out)
-            if reset_info is None:
-                continue
-            if reset_info:
-                out.infos[i] = reset_info
-            out.env_ids.append(i)
-
-    def _guarded(self, i: int, options: dict[str, Any] | None, out: Completion) -> dict[str, Any] | None:
-        try:
-            return self._reset(i, options)
-        except Exception as err:
-            out.errors[i] = EnvWorkerError(
-                f"reset() raised {type(err).__name__}: {err}",
-                env_id=i,
-                worker_traceback=traceback.format_exc(),
-                cause_type=type(err).__name__,
-            )
-            return None
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """``env.get_wrapper_attr(name)`` on each env object, called if callable."""

@@ -100,13 +100,12 @@ class InvertedPendulumEnv(MujocoEnv):
         self._buf_qvel[...] = self._qvel
         return self._buf.copy()
 
-    def _reset_model(self) -> NDArray[np.float64]:
+    def _reset_state(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         noise_low = -self._reset_noise_scale
         noise_high = self._reset_noise_scale
         qpos = self.init_qpos + self.np_random.uniform(size=self.model.nq, low=noise_low, high=noise_high)
         qvel = self.init_qvel + self.np_random.uniform(size=self.model.nv, low=noise_low, high=noise_high)
-        self.set_state(qpos, qvel)
-        return self._obs()
+        return qpos, qvel
 
 
 class InvertedDoublePendulumEnv(MujocoEnv):
