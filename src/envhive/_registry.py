@@ -66,8 +66,8 @@ _KERNELS: dict[str, str] = {
     "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
 }
 # envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant,
-# Hopper, Walker2d, Swimmer, InvertedPendulum) run on the native executor (physics and rewards of the whole batch in one GIL-free parallel
-# call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
+# Hopper, Walker2d, Swimmer, InvertedPendulum) run on the native executor (physics and rewards
+# of the whole batch in one GIL-free parallel call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
 # envs on when the physics is expensive (Humanoid: ~180 µs a step), but only from ~32 envs for
 # the cheap ones (~30 µs: on 2 cores HalfCheetah x 8 ran 16-21K steps/s with threads, 24K
 # serial; x 32 27K vs 26K; x 64 40K vs 25K, before it had a compiled step).
