@@ -621,7 +621,7 @@ class InvertedPendulumFamily(Family):
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
-        return [np.dtype(type(int(True)))]  # gymnasium's int(not terminated): an int64 slot
+        return [np.dtype(int)]  # gymnasium's int(not terminated): an int slot (int64)
 
     @classmethod
     def compiled_obs(cls) -> Any:
