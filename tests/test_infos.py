@@ -40,3 +40,62 @@ def test_batch_infos_equals_sequential_add_info(per_env, data):
     got = batch_infos(items, n)
     assert list(got) == list(want)
     assert_same_transcript([(got,)], [(want,)])
+
+
+# ---------------------------------------------------------------- inline steps that reset envs
+# Engines batch numbers (gymnasium's typed slot arrays); a bool array makes patching decline.
+step_dtypes = st.sampled_from([np.float64, np.float32, np.int64, np.bool_])
+reset_values = st.one_of(
+    st.floats(-5, 5, allow_nan=False),
+    st.integers(-3, 3),
+    st.sampled_from([np.float64(0.5), np.float32(1.5), np.int64(2), np.bool_(False)]),
+    st.just(np.arange(2.0)),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3), max_size=1),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_patched_inline_infos_equal_per_env_infos(data):
+    """``Pool._patch_inline_infos`` (patch the engine's batched step infos at reset slots)
+    gives exactly what the per-env way gives (``_keep_inline_infos`` + ``_batch_infos``), or
+    declines (``None``)."""
+    import copy
+
+    import envhive
+
+    n = data.draw(st.integers(1, 5))
+    mode = data.draw(st.sampled_from(["next_step", "same_step"]))
+    special = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    keys = data.draw(st.lists(st.sampled_from(["x", "y", "z"]), unique=True, max_size=3))
+    step_infos: dict = {}
+    for key in keys:
+        dtype = data.draw(step_dtypes)
+        step_infos[key] = np.array(data.draw(st.lists(st.integers(-9, 9), min_size=n, max_size=n))).astype(dtype)
+        step_infos[f"_{key}"] = np.ones(n, bool)
+    reset_infos = {
+        i: data.draw(st.dictionaries(st.sampled_from(["x", "y", "w"]), reset_values, max_size=3))
+        for i in np.flatnonzero(special).tolist()
+    }
+    with envhive.make("envhive/CartPole-v1", n, autoreset=mode) as env:
+        pool = env._pool
+        b = pool.buffers
+        b.obs[:] = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+        if mode == "same_step":
+            b.ops[:] = 2  # STEP_RESET
+            b.final_obs[:] = -b.obs
+            b.terminated[:] = special
+            b.truncated[:] = False
+        else:
+            b.ops[:] = np.where(special, 1, 0)  # RESET where special, else STEP
+        same = mode == "same_step"
+        try:
+            pool._keep_inline_infos(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
+            want = pool._batch_infos(range(n), n)
+        except Exception:
+            return  # an incompatible mix (a dict after a number) fails the gymnasium way too
+        got = pool._patch_inline_infos(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
+        if any(step_infos[k].dtype == np.bool_ for k in keys):
+            assert got is None
+        if got is not None:
+            assert_same_transcript([(got,)], [(want,)])

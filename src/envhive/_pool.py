@@ -502,6 +502,8 @@ class Pool:
         b, n = self.buffers, self.num_envs
         special = np.flatnonzero((b.terminated | b.truncated) if same_step else (b.ops == _RESET))
         keys = [k for k in step_infos if f"_{k}" in step_infos and type(step_infos[k]) is np.ndarray]
+        if any(step_infos[k].dtype.kind not in "iuf" for k in keys):
+            return None  # gymnasium batches numbers only into typed arrays (np.bool_: objects)
         for i in special.tolist():
             for key, value in reset_infos.get(i, {}).items():
                 if key in step_infos:
