@@ -21,7 +21,8 @@ from envhive.envs.mujoco._families import _clip, first_bad_action, pairwise_sum 
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
 NATIVE = ["HalfCheetah-v5", "Ant-v5"]  # most tests
-ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedPendulum-v5"]  # the gymnasium differential
+ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedPendulum-v5",
+              "InvertedDoublePendulum-v5"]  # the gymnasium differential
 MODES = {
     "next_step": gym.vector.AutoresetMode.NEXT_STEP,
     "same_step": gym.vector.AutoresetMode.SAME_STEP,
@@ -29,7 +30,7 @@ MODES = {
 # Ant with a narrow healthy range ends episodes every few dozen steps: many autoresets.
 OFTEN_ENDS: dict[str, dict] = {"Ant-v5": {"healthy_z_range": (0.45, 0.8)}, "HalfCheetah-v5": {},
                                "Hopper-v5": {}, "Walker2d-v5": {}, "Swimmer-v5": {},
-                               "InvertedPendulum-v5": {}}
+                               "InvertedPendulum-v5": {}, "InvertedDoublePendulum-v5": {}}
 
 
 def _actions(space: gym.Space, steps: int, n: int, seed: int = 0) -> list[np.ndarray]:
@@ -102,7 +103,7 @@ def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> Non
     with envhive.make(f"envhive/{env_id}", n, executor="native", autoreset=mode, env_kwargs=kwargs) as env:
         got = transcript(env, steps, acts.__getitem__, seed=[7, 8, 9, 10, 11])
     assert_same_transcript(got, want)
-    if env_id in ("Ant-v5", "Hopper-v5", "Walker2d-v5", "InvertedPendulum-v5"):
+    if env_id in ("Ant-v5", "Hopper-v5", "Walker2d-v5", "InvertedPendulum-v5", "InvertedDoublePendulum-v5"):
         ends = sum(int((t[2] | t[3]).sum()) for t in want[1:])
         assert ends >= 5, ends  # the run did cross episode ends
 
@@ -215,6 +216,7 @@ def test_thread_count_does_not_change_results() -> None:
                        "healthy_z_range": (-1.0, 5.0), "healthy_angle_range": (-9.0, 9.0)}),
         ("Walker2d-v5", {"terminate_when_unhealthy": False, "ctrl_cost_weight": np.float64(0.01)}),
         ("Swimmer-v5", {"exclude_current_positions_from_observation": False, "ctrl_cost_weight": 0.5}),
+        ("InvertedDoublePendulum-v5", {"healthy_reward": 3}),
     ],
 )
 def test_keywords_and_weight_types_match_serial(env_id: str, kwargs: dict) -> None:

@@ -200,11 +200,10 @@ class InvertedDoublePendulumEnv(MujocoEnv):
         clip_ufunc(self._qfrc_constraint_x, _MINUS_TEN, _TEN, out=self._buf_qfrc)
         return self._buf.copy()
 
-    def _reset_model(self) -> NDArray[np.float64]:
+    def _reset_state(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         noise_low = -self._reset_noise_scale
         noise_high = self._reset_noise_scale
-        self.set_state(
+        return (
             self.init_qpos + self.np_random.uniform(low=noise_low, high=noise_high, size=self.model.nq),
             self.init_qvel + self.np_random.standard_normal(self.model.nv) * self._reset_noise_scale,
         )
-        return self._obs()
