@@ -66,7 +66,8 @@ _KERNELS: dict[str, str] = {
     "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
 }
 # envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant,
-# Hopper, Walker2d, Swimmer, InvertedPendulum, InvertedDoublePendulum) run on the native executor (physics and rewards
+# Hopper, Walker2d, Swimmer, InvertedPendulum, InvertedDoublePendulum, Reacher) run on the native
+# executor (physics and rewards
 # of the whole batch in one GIL-free parallel call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
 # envs on when the physics is expensive (Humanoid: ~180 µs a step), but only from ~32 envs for
 # the cheap ones (~30 µs: on 2 cores HalfCheetah x 8 ran 16-21K steps/s with threads, 24K
@@ -77,6 +78,7 @@ _NATIVE_MUJOCO = {
     "Hopper-v5": "HopperEnv",
     "InvertedDoublePendulum-v5": "InvertedDoublePendulumEnv",
     "InvertedPendulum-v5": "InvertedPendulumEnv",
+    "Reacher-v5": "ReacherEnv",
     "Swimmer-v5": "SwimmerEnv",
     "Walker2d-v5": "Walker2dEnv",
 }
@@ -90,7 +92,6 @@ _BUILTIN: dict[str, EnvSpec] = {
     )
     for name, (cls, min_envs) in {
         "Humanoid-v5": ("HumanoidEnv", 2),
-        "Reacher-v5": ("ReacherEnv", 32),
     }.items()
 }
 _BUILTIN.update(

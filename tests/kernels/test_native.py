@@ -229,10 +229,6 @@ def test_auto_picks_native_or_threads_for_mujoco_ids() -> None:
         assert env.executor == "thread" and "(auto)" in repr(env)
     with envhive.make("envhive/Humanoid-v5", 1) as env:
         assert env.executor == "serial"  # one env: nothing to run in parallel
-    with envhive.make("envhive/Reacher-v5", 8) as env:
-        assert env.executor == "serial"  # cheap physics: threads pay off from 32 envs
-    with envhive.make("envhive/Reacher-v5", 32) as env:
-        assert env.executor == "thread"
 
 
 def test_unusual_action_dtypes_take_the_general_path() -> None:

@@ -22,7 +22,7 @@ from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
 NATIVE = ["HalfCheetah-v5", "Ant-v5"]  # most tests
 ALL_NATIVE = [*NATIVE, "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedPendulum-v5",
-              "InvertedDoublePendulum-v5"]  # the gymnasium differential
+              "InvertedDoublePendulum-v5", "Reacher-v5"]  # the gymnasium differential
 MODES = {
     "next_step": gym.vector.AutoresetMode.NEXT_STEP,
     "same_step": gym.vector.AutoresetMode.SAME_STEP,
@@ -30,7 +30,8 @@ MODES = {
 # Ant with a narrow healthy range ends episodes every few dozen steps: many autoresets.
 OFTEN_ENDS: dict[str, dict] = {"Ant-v5": {"healthy_z_range": (0.45, 0.8)}, "HalfCheetah-v5": {},
                                "Hopper-v5": {}, "Walker2d-v5": {}, "Swimmer-v5": {},
-                               "InvertedPendulum-v5": {}, "InvertedDoublePendulum-v5": {}}
+                               "InvertedPendulum-v5": {}, "InvertedDoublePendulum-v5": {},
+                               "Reacher-v5": {}}
 
 
 def _actions(space: gym.Space, steps: int, n: int, seed: int = 0) -> list[np.ndarray]:
@@ -168,7 +169,7 @@ def test_disabled_mode_with_partial_resets_matches_serial(env_id: str) -> None:
             ended = x[2] | x[3]
 
 
-@pytest.mark.parametrize("env_id", NATIVE)
+@pytest.mark.parametrize("env_id", [*NATIVE, "Reacher-v5"])
 def test_async_batches_match_serial(env_id: str) -> None:
     """send/recv with batch_size < num_envs takes the engine's general path (run)."""
     n, k = 6, 2
@@ -217,6 +218,7 @@ def test_thread_count_does_not_change_results() -> None:
         ("Walker2d-v5", {"terminate_when_unhealthy": False, "ctrl_cost_weight": np.float64(0.01)}),
         ("Swimmer-v5", {"exclude_current_positions_from_observation": False, "ctrl_cost_weight": 0.5}),
         ("InvertedDoublePendulum-v5", {"healthy_reward": 3}),
+        ("Reacher-v5", {"reward_dist_weight": 0.5, "reward_control_weight": np.float64(2.0)}),
     ],
 )
 def test_keywords_and_weight_types_match_serial(env_id: str, kwargs: dict) -> None:
@@ -273,7 +275,7 @@ def test_call_and_set_attr_reach_the_env_objects() -> None:
 
 def test_native_refuses_mujoco_envs_without_a_compiled_step() -> None:
     with pytest.raises(envhive.ConfigError, match="native executor runs envhive's compiled envs"):
-        envhive.make("envhive/Reacher-v5", 2, executor="native")
+        envhive.make("envhive/Humanoid-v5", 2, executor="native")
 
 
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "Walker2d-v5"])

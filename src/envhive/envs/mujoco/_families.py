@@ -20,7 +20,6 @@ Examples:
 from __future__ import annotations
 
 import ctypes
-import math
 from typing import Any, ClassVar
 
 import numba
@@ -29,7 +28,6 @@ import numpy as np
 from envhive.envs.mujoco._ant import AntEnv
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._batch import _find_library
-from envhive.envs.mujoco._pendulum import InvertedDoublePendulumEnv, InvertedPendulumEnv
 from envhive.envs.mujoco._planar import HalfCheetahEnv, HopperEnv, SwimmerEnv, Walker2dEnv
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import _address_to_voidptr as _ptr
@@ -145,6 +143,10 @@ class Family:
 
     env_cls: ClassVar[type[MujocoEnv]]
     info: ClassVar[tuple[str, ...]] = ()
+    #: Rows of ``vals`` after the info rows, for values ``finish_step`` needs.
+    scratch_rows: ClassVar[int] = 0
+    #: Whether :meth:`finish_step` must run after each compiled step.
+    finishes_step: ClassVar[bool] = False
     _step_one: ClassVar[Any] = None
     _obs_one: ClassVar[Any] = None
 
@@ -166,6 +168,12 @@ class Family:
     @classmethod
     def finish_infos(cls, infos: dict[str, Any]) -> None:
         """Fill the infos computed outside the compiled step (in place)."""
+
+    @classmethod
+    def finish_step(cls, vals: np.ndarray, params: np.ndarray, reward: np.ndarray, ids: np.ndarray) -> None:
+        """Finish rewards (and info rows of ``vals``) of the stepped envs ``ids`` with numpy,
+        where the compiled step cannot reproduce numpy (a BLAS ``ddot``). Only called when
+        ``finishes_step``."""
 
     @classmethod
     def compiled(cls) -> Any:
@@ -613,128 +621,15 @@ class SwimmerFamily(Family):
         return step_one
 
 
-class InvertedPendulumFamily(Family):
-    """``InvertedPendulumEnv``: obs ``[qpos, qvel]``; reward 1 (an int) until the pole leaves
-    ``|angle| <= 0.2`` or the observation stops being finite."""
-
-    env_cls = InvertedPendulumEnv
-    info = ("reward_survive",)
-
-    @classmethod
-    def info_dtypes(cls, env: Any) -> list[np.dtype]:
-        return [np.dtype(int)]  # gymnasium's int(not terminated): an int slot (int64)
-
-    @classmethod
-    def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
-        def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
-            _state_obs(row, par, obs, 0, False)
-
-        return obs_one
-
-    @classmethod
-    def compiled(cls) -> Any:
-        physics = _physics_fn()
-        obs_one = cls.obs_one()
-
-        @numba.njit(nogil=True)
-        def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nq, nv = int(par[_NQ]), int(par[_NV])
-            physics(row, par, act)
-            obs_one(row, par, obs)
-            finite = True
-            for j in range(nq + nv):
-                finite = finite and np.isfinite(obs[j])
-            terminated = not finite or abs(obs[1]) > 0.2
-            reward = 0.0 if terminated else 1.0
-            vals[0, i] = reward
-            return reward, terminated
-
-        return step_one
-
-
-class InvertedDoublePendulumFamily(Family):
-    """``InvertedDoublePendulumEnv``: obs ``[x, sin(angles), cos(angles), clip(qvel),
-    clip(qfrc_constraint[0])]``; alive bonus minus tip distance and velocity penalties; ends
-    when the tip is at or below height 1.
-
-    ``x**2`` is numpy's scalar power, i.e. the C library's ``pow``, called here too (as the
-    Pendulum kernel does). ``sin``/``cos`` are the C library's (numba's), which equal numpy's
-    float64 ``sin``/``cos`` bit for bit on the machines this was tested on; the gymnasium
-    differential test would show a machine where they do not.
-    """
-
-    env_cls = InvertedDoublePendulumEnv
-    info = ("reward_survive", "distance_penalty", "velocity_penalty")
-
-    @classmethod
-    def extra_addresses(cls, env: Any) -> list[int]:
-        return [env._tip_xpos.ctypes.data, env.data.qfrc_constraint.ctypes.data]
-
-    @classmethod
-    def params(cls, env: Any) -> list[float]:
-        return [_weight(env._healthy_reward, "healthy_reward")]
-
-    @classmethod
-    def info_dtypes(cls, env: Any) -> list[np.dtype]:
-        f64 = np.dtype(np.float64)
-        return [np.asarray(env._healthy_reward * int(True)).dtype, f64, f64]
-
-    @classmethod
-    def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
-        def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nq, nv = int(par[_NQ]), int(par[_NV])
-            qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
-            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            qfrc = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), nv, np.float64)
-            obs[0] = qpos[0]
-            angles = nq - 1
-            for j in range(angles):
-                obs[1 + j] = math.sin(qpos[1 + j])
-                obs[1 + angles + j] = math.cos(qpos[1 + j])
-            k = 1 + 2 * angles
-            for j in range(nv):
-                obs[k + j] = _clip(qvel[j], -10.0, 10.0)
-            obs[k + nv] = _clip(qfrc[0], -10.0, 10.0)
-
-        return obs_one
-
-    @classmethod
-    def compiled(cls) -> Any:
-        from envhive.kernels.classic._pendulum import _square
-
-        physics = _physics_fn()
-        obs_one = cls.obs_one()
-        p = _FIRST_PARAM
-
-        @numba.njit(nogil=True)
-        def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nv = int(par[_NV])
-            qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            tip = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
-            physics(row, par, act)
-            x, y = tip[0], tip[2]
-            obs_one(row, par, obs)
-            terminated = y <= 1
-            dist_penalty = 0.01 * _square(x) + _square(y - 2.0)
-            vel_penalty = 1e-3 * _square(qvel[1]) + 5e-3 * _square(qvel[2])
-            alive_bonus = 0.0 if terminated else par[p]
-            vals[0, i] = alive_bonus
-            vals[1, i] = -dist_penalty
-            vals[2, i] = -vel_penalty
-            return alive_bonus - dist_penalty - vel_penalty, terminated
-
-        return step_one
-
-
 _FAMILIES: dict[type, type[Family]] = {
-    f.env_cls: f
-    for f in (HalfCheetahFamily, AntFamily, HopperFamily, Walker2dFamily, SwimmerFamily,
-              InvertedPendulumFamily, InvertedDoublePendulumFamily)
+    f.env_cls: f for f in (HalfCheetahFamily, AntFamily, HopperFamily, Walker2dFamily, SwimmerFamily)
 }
 
 
 def native_family(env_cls: Any) -> type[Family] | None:
     """The compiled family of ``env_cls`` (exactly that class), or ``None``."""
+    if env_cls not in _FAMILIES:
+        from envhive.envs.mujoco import _families_small  # registers the smaller envs' families
+
+        _FAMILIES.update({f.env_cls: f for f in _families_small.FAMILIES})
     return _FAMILIES.get(env_cls)

@@ -174,7 +174,7 @@ class MujocoEngine:
         self._max_steps = np.int64(env0._max_steps)
         self._elapsed = np.zeros(n, np.int64)
         self._f64 = np.dtype(np.float64)
-        self._vals = np.zeros((len(family.info), n), np.float64)
+        self._vals = np.zeros((len(family.info) + family.scratch_rows, n), np.float64)
         self._ids = np.arange(n, dtype=np.int64)
         space = self.props.action_space
         self._acts = np.zeros((n, *space.shape), np.float32)  # type: ignore[misc]
@@ -230,10 +230,14 @@ class MujocoEngine:
 
     def _run_compiled(self, ids: np.ndarray, ops: np.ndarray, actions: np.ndarray) -> int:
         b = self._buffers
-        return int(self._parallel(
+        done = int(self._parallel(
             self._drive, ids, ops, self._table, self._params, actions, b.obs, b.reward,
             b.terminated, b.truncated, self._elapsed, self._max_steps, self._vals,
         ))
+        if self.family.finishes_step:
+            stepped = ids[ops[ids] != _RESET]
+            self.family.finish_step(self._vals, self._params, b.reward, stepped)
+        return done
 
     def _step_infos(self, count: int, rows: np.ndarray | None = None) -> dict[str, Any]:
         """The step infos batched as gymnasium does, every env present (or ``rows`` only).
@@ -241,8 +245,9 @@ class MujocoEngine:
         Fresh arrays every call (views into one new block per dtype: two allocations, not
         two per key).
         """
-        vals = self._vals.copy() if rows is None else self._vals[:, rows]
-        masks = np.ones((len(self.family.info), count), np.bool_)
+        keys = len(self.family.info)
+        vals = self._vals[:keys].copy() if rows is None else self._vals[:keys, rows]
+        masks = np.ones((keys, count), np.bool_)
         infos: dict[str, Any] = {}
         f64 = self._f64
         for j, (key, dtype) in enumerate(zip(self.family.info, self._dtypes)):

@@ -117,7 +117,7 @@ class ReacherEnv(MujocoEnv):
         _subtract(self._fingertip_2, self._target_2, out=self._buf_diff)
         return self._buf.copy()
 
-    def _reset_model(self) -> NDArray[np.float64]:
+    def _reset_state(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         qpos = self.np_random.uniform(low=-0.1, high=0.1, size=self.model.nq) + self.init_qpos
         while True:
             self.goal = self.np_random.uniform(low=-0.2, high=0.2, size=2)
@@ -126,5 +126,4 @@ class ReacherEnv(MujocoEnv):
         qpos[-2:] = self.goal
         qvel = self.init_qvel + self.np_random.uniform(low=-0.005, high=0.005, size=self.model.nv)
         qvel[-2:] = 0
-        self.set_state(qpos, qvel)
-        return self._obs()
+        return qpos, qvel
