@@ -4,8 +4,8 @@
 envhive MuJoCo env object per slot (each with its own ``MjModel``/``MjData``, as on the other
 executors) but steps them without their Python ``step``: one numba function, compiled once per
 env family with ``parallel=True``, runs every env of the batch, spread over ``num_threads``
-threads, with no GIL (families: HalfCheetah, Ant, Hopper, Walker2d, Swimmer, InvertedPendulum,
-InvertedDoublePendulum):
+threads, with no GIL (families: HalfCheetah, Ant, Hopper, Walker2d, Swimmer, Reacher,
+InvertedPendulum, InvertedDoublePendulum; Humanoid runs on threads):
 
 1. write the action into ``data.ctrl``;
 2. ``mj_step`` ``frame_skip`` times and ``mj_rnePostConstraint`` where the env calls it
