@@ -144,7 +144,7 @@ class InvertedDoublePendulumFamily(Family):
             terminated = y <= 1
             dist_penalty = 0.01 * _square(x) + _square(y - 2.0)
             vel_penalty = 1e-3 * _square(qvel[1]) + 5e-3 * _square(qvel[2])
-            alive_bonus = 0.0 if terminated else par[p]
+            alive_bonus = par[p] * (0.0 if terminated else 1.0)  # healthy_reward * int(not terminated)
             vals[0, i] = alive_bonus
             vals[1, i] = -dist_penalty
             vals[2, i] = -vel_penalty
