@@ -461,7 +461,14 @@ class Pool:
             raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
         self.env_steps += n - resets
         keeps = keeps_ended_state(mode)
-        if resets or (done and not keeps):
+        if step_infos is None and not reset_infos:
+            # No infos at all (kernels): only same_step's final_obs entries of ended envs.
+            infos = {}
+            if done and not keeps:
+                for i in np.flatnonzero(b.terminated | b.truncated).tolist():
+                    self._final_infos[i] = {}
+                infos = self._batch_infos(range(n), n)
+        elif resets or (done and not keeps):
             # Some env was reset by this call: its slot gets its reset info (and in same_step
             # mode its step info as final_info), as on the general path.
             patched = self._patch_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)

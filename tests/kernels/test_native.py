@@ -265,3 +265,23 @@ def test_unseeded_first_reset_draws_fresh_entropy(executor: str) -> None:
         assert np.abs(oa).max() <= 0.05 and not np.array_equal(oa, ob)
         for _ in range(600):  # ~60 episodes each: past the first stock (32) of every env
             a.step(np.ones(3, np.int64))
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_kernel_steps_never_build_per_env_infos(mode: str) -> None:
+    """Kernels have no infos: their inline steps must not fall into the per-env info path
+    (64 Python dicts per step), even on steps that reset envs."""
+    with envhive.make("envhive/CartPole-v1", 16, autoreset=mode, seed=0) as env:
+        env.reset()
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("per-env infos built for a kernel step")
+
+        env._pool._keep_inline_infos = refuse  # type: ignore[method-assign]
+        ends = 0
+        for t in range(300):
+            _, _, term, trunc, info = env.step(np.full(16, t % 2, np.int64))
+            ends += int((term | trunc).sum())
+            if mode == "same_step" and (term | trunc).any():
+                assert info["_final_obs"].tolist() == (term | trunc).tolist()
+        assert ends > 16
