@@ -259,6 +259,41 @@ def _ctrl_cost_is_f32(weight: Any) -> bool:
     return type(weight * np.float32(1.0)) is np.float32
 
 
+def _ctrl_dtype(weight: Any) -> np.dtype:
+    """The dtype of numpy's ``weight * sum(float32 action ** 2)`` (the ``reward_ctrl`` info)."""
+    return np.dtype(np.float32) if _ctrl_cost_is_f32(weight) else np.dtype(np.float64)
+
+
+def _ctrl_params(weight: Any, what: str) -> list[float]:
+    """``[weight, float32 flag]``: what :func:`_ctrl_cost` reads from a family's parameters."""
+    return [_weight(weight, what), float(_ctrl_cost_is_f32(weight))]
+
+
+def _locomotion_params(env: Any, skip: int) -> list[float]:
+    """The first four parameters of the locomotion families: forward weight, control weight
+    and its float32 flag, and how many ``qpos`` entries the observation skips."""
+    return [
+        _weight(env._forward_reward_weight, "forward_reward_weight"),
+        *_ctrl_params(env._ctrl_cost_weight, "ctrl_cost_weight"),
+        float(skip * bool(env._exclude_current_positions_from_observation)),
+    ]
+
+
+@numba.njit(nogil=True)
+def _ctrl_cost(act: Any, weight: float, f32: float) -> float:  # pragma: no cover - compiled
+    """numpy's ``weight * np.sum(np.square(act))`` for a float32 action, as a float64: the
+    squares and their pairwise sum in float32, then the product in float32 (``f32`` set: a
+    Python-number weight) or in float64 (a numpy float64 weight)."""
+    nu = act.size
+    sq = np.empty(nu, np.float32)
+    for j in range(nu):
+        sq[j] = act[j] * act[j]
+    s = pairwise_sum(sq, 0, nu, np.float32(0.0))
+    if f32 != 0.0:
+        return np.float64(np.float32(weight) * s)
+    return weight * np.float64(s)
+
+
 def _distance_from_origin(infos: dict[str, Any]) -> None:
     """``infos["distance_from_origin"]`` from the x and y positions, as gymnasium computes it:
     ``np.linalg.norm(qpos[0:2])`` is a BLAS ``ddot`` (which may fuse multiply-adds), and a
@@ -281,19 +316,12 @@ class HalfCheetahFamily(Family):
 
     @classmethod
     def params(cls, env: Any) -> list[float]:
-        w = env._ctrl_cost_weight
-        return [
-            _weight(env._forward_reward_weight, "forward_reward_weight"),
-            _weight(w, "ctrl_cost_weight"),
-            float(_ctrl_cost_is_f32(w)),
-            float(1 * bool(env._exclude_current_positions_from_observation)),
-        ]
+        return _locomotion_params(env, skip=1)
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
         f64 = np.dtype(np.float64)
-        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
-        return [f64, f64, f64, ctrl]
+        return [f64, f64, f64, _ctrl_dtype(env._ctrl_cost_weight)]
 
     @classmethod
     def compiled_obs(cls) -> Any:
@@ -306,7 +334,7 @@ class HalfCheetahFamily(Family):
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq = act.size, int(par[_NQ])
+            nq = int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             x_before = qpos[0]
             physics(row, par, act)
@@ -314,14 +342,7 @@ class HalfCheetahFamily(Family):
             x_velocity = (x_after - x_before) / par[_DT]
             obs_one(row, par, obs)
             forward_reward = par[_FIRST_PARAM] * x_velocity
-            sq = np.empty(nu, np.float32)
-            for j in range(nu):
-                sq[j] = act[j] * act[j]
-            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
-            if par[_FIRST_PARAM + 2] != 0.0:
-                ctrl_cost = np.float64(np.float32(par[_FIRST_PARAM + 1]) * s)
-            else:
-                ctrl_cost = par[_FIRST_PARAM + 1] * np.float64(s)
+            ctrl_cost = _ctrl_cost(act, par[_FIRST_PARAM + 1], par[_FIRST_PARAM + 2])
             vals[0, i] = x_after
             vals[1, i] = x_velocity
             vals[2, i] = forward_reward
@@ -346,13 +367,9 @@ class AntFamily(Family):
 
     @classmethod
     def params(cls, env: Any) -> list[float]:
-        w = env._ctrl_cost_weight
         low, high = env._healthy_z_range
         return [
-            _weight(env._forward_reward_weight, "forward_reward_weight"),
-            _weight(w, "ctrl_cost_weight"),
-            float(_ctrl_cost_is_f32(w)),
-            float(2 * bool(env._exclude_current_positions_from_observation)),
+            *_locomotion_params(env, skip=2),
             _weight(env._contact_cost_weight, "contact_cost_weight"),
             _weight(env._reward_if_healthy, "healthy_reward"),
             _weight(env._reward_if_unhealthy, "healthy_reward"),
@@ -368,9 +385,8 @@ class AntFamily(Family):
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
         f64 = np.dtype(np.float64)
-        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
         survive = np.asarray(env._reward_if_healthy).dtype
-        return [f64, f64, f64, f64, f64, f64, ctrl, f64, survive]
+        return [f64, f64, f64, f64, f64, f64, _ctrl_dtype(env._ctrl_cost_weight), f64, survive]
 
     @classmethod
     def finish_infos(cls, infos: dict[str, Any]) -> None:
@@ -400,7 +416,7 @@ class AntFamily(Family):
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq, nv, nc = act.size, int(par[_NQ]), int(par[_NV]), int(par[p + 13])
+            nq, nv, nc = int(par[_NQ]), int(par[_NV]), int(par[p + 13])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
             xpos = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
@@ -425,14 +441,7 @@ class AntFamily(Family):
             healthy = finite and par[p + 7] <= qpos[2] <= par[p + 8]
             healthy_reward = par[p + 5] if healthy else par[p + 6]
             forward_reward = x_velocity * par[p]
-            sqa = np.empty(nu, np.float32)
-            for j in range(nu):
-                sqa[j] = act[j] * act[j]
-            s = pairwise_sum(sqa, 0, nu, np.float32(0.0))
-            if par[p + 2] != 0.0:
-                ctrl_cost = np.float64(np.float32(par[p + 1]) * s)
-            else:
-                ctrl_cost = par[p + 1] * np.float64(s)
+            ctrl_cost = _ctrl_cost(act, par[p + 1], par[p + 2])
             vals[0, i] = qpos[0]
             vals[1, i] = qpos[1]
             vals[3, i] = x_velocity
@@ -461,15 +470,11 @@ class HopperFamily(Family):
 
     @classmethod
     def params(cls, env: Any) -> list[float]:
-        w = env._ctrl_cost_weight
         z_lo, z_hi = env._healthy_z_range
         a_lo, a_hi = env._healthy_angle_range
         s_lo, s_hi = env._healthy_state_range if cls.checks_state else (0.0, 0.0)
         return [
-            _weight(env._forward_reward_weight, "forward_reward_weight"),
-            _weight(w, "ctrl_cost_weight"),
-            float(_ctrl_cost_is_f32(w)),
-            float(1 * bool(env._exclude_current_positions_from_observation)),
+            *_locomotion_params(env, skip=1),
             _weight(env._reward_if_healthy, "healthy_reward"),
             _weight(env._reward_if_unhealthy, "healthy_reward"),
             float(bool(env._terminate_when_unhealthy)),
@@ -486,8 +491,7 @@ class HopperFamily(Family):
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
         f64 = np.dtype(np.float64)
-        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
-        return [f64, f64, f64, f64, ctrl, np.asarray(env._reward_if_healthy).dtype]
+        return [f64, f64, f64, f64, _ctrl_dtype(env._ctrl_cost_weight), np.asarray(env._reward_if_healthy).dtype]
 
     @classmethod
     def compiled_obs(cls) -> Any:
@@ -501,7 +505,7 @@ class HopperFamily(Family):
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq, nv = act.size, int(par[_NQ]), int(par[_NV])
+            nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
             x_before = qpos[0]
@@ -518,14 +522,7 @@ class HopperFamily(Family):
                     healthy = healthy and s_lo < qvel[j] < s_hi
             forward_reward = par[p] * x_velocity
             healthy_reward = par[p + 4] if healthy else par[p + 5]
-            sq = np.empty(nu, np.float32)
-            for j in range(nu):
-                sq[j] = act[j] * act[j]
-            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
-            if par[p + 2] != 0.0:
-                ctrl_cost = np.float64(np.float32(par[p + 1]) * s)
-            else:
-                ctrl_cost = par[p + 1] * np.float64(s)
+            ctrl_cost = _ctrl_cost(act, par[p + 1], par[p + 2])
             vals[0, i] = x_after
             vals[1, i] = qpos[1] - par[p + 14]
             vals[2, i] = x_velocity
@@ -563,19 +560,12 @@ class SwimmerFamily(Family):
 
     @classmethod
     def params(cls, env: Any) -> list[float]:
-        w = env._ctrl_cost_weight
-        return [
-            _weight(env._forward_reward_weight, "forward_reward_weight"),
-            _weight(w, "ctrl_cost_weight"),
-            float(_ctrl_cost_is_f32(w)),
-            float(2 * bool(env._exclude_current_positions_from_observation)),
-        ]
+        return _locomotion_params(env, skip=2)
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
         f64 = np.dtype(np.float64)
-        ctrl = np.dtype(np.float32) if _ctrl_cost_is_f32(env._ctrl_cost_weight) else f64
-        return [f64, f64, f64, f64, f64, f64, ctrl]
+        return [f64, f64, f64, f64, f64, f64, _ctrl_dtype(env._ctrl_cost_weight)]
 
     @classmethod
     def finish_infos(cls, infos: dict[str, Any]) -> None:
@@ -593,7 +583,7 @@ class SwimmerFamily(Family):
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            nu, nq = act.size, int(par[_NQ])
+            nq = int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             x_before, y_before = qpos[0], qpos[1]
             physics(row, par, act)
@@ -602,14 +592,7 @@ class SwimmerFamily(Family):
             y_velocity = (qpos[1] - y_before) / dt
             obs_one(row, par, obs)
             forward_reward = par[p] * x_velocity
-            sq = np.empty(nu, np.float32)
-            for j in range(nu):
-                sq[j] = act[j] * act[j]
-            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
-            if par[p + 2] != 0.0:
-                ctrl_cost = np.float64(np.float32(par[p + 1]) * s)
-            else:
-                ctrl_cost = par[p + 1] * np.float64(s)
+            ctrl_cost = _ctrl_cost(act, par[p + 1], par[p + 2])
             vals[0, i] = qpos[0]
             vals[1, i] = qpos[1]
             vals[3, i] = x_velocity

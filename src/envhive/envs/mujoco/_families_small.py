@@ -25,12 +25,13 @@ from envhive.envs.mujoco._families import (
     _QVEL,
     Family,
     _clip,
-    _ctrl_cost_is_f32,
+    _ctrl_cost,
+    _ctrl_dtype,
+    _ctrl_params,
     _physics_fn,
     _ptr,
     _state_obs,
     _weight,
-    pairwise_sum,
 )
 from envhive.envs.mujoco._pendulum import InvertedDoublePendulumEnv, InvertedPendulumEnv
 from envhive.envs.mujoco._reacher import ReacherEnv
@@ -173,17 +174,15 @@ class ReacherFamily(Family):
 
     @classmethod
     def params(cls, env: Any) -> list[float]:
-        w = env._reward_control_weight
         return [
             _weight(env._reward_dist_weight, "reward_dist_weight"),
-            _weight(w, "reward_control_weight"),
-            float(_ctrl_cost_is_f32(w)),
+            *_ctrl_params(env._reward_control_weight, "reward_control_weight"),
         ]
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
         f64 = np.dtype(np.float64)
-        return [f64, np.dtype(np.float32) if _ctrl_cost_is_f32(env._reward_control_weight) else f64]
+        return [f64, _ctrl_dtype(env._reward_control_weight)]
 
     @classmethod
     def finish_step(cls, vals: np.ndarray, params: np.ndarray, reward: np.ndarray, ids: np.ndarray) -> None:
@@ -227,15 +226,8 @@ class ReacherFamily(Family):
             obs_one(row, par, obs)
             for j in range(3):
                 vals[2 + j, i] = tip[j] - target[j]
-            nu = act.size
-            sq = np.empty(nu, np.float32)
-            for j in range(nu):
-                sq[j] = act[j] * act[j]
-            s = pairwise_sum(sq, 0, nu, np.float32(0.0))
-            if par[p + 2] != 0.0:
-                reward_ctrl = np.float64(-s * np.float32(par[p + 1]))
-            else:
-                reward_ctrl = np.float64(-s) * par[p + 1]
+            # gymnasium: -sum(action**2) * weight, the same value as -(weight * sum(...))
+            reward_ctrl = -_ctrl_cost(act, par[p + 1], par[p + 2])
             vals[1, i] = reward_ctrl
             return 0.0, False  # the reward is finished with numpy (finish_step)
 

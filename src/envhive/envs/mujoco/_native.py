@@ -57,7 +57,7 @@ from envhive.envs.mujoco._families import (
     native_family,
 )
 from envhive.errors import ConfigError
-from envhive.executors._base import Buffers, Completion, Op, env_error, env_props
+from envhive.executors._base import Buffers, Completion, EnvRunner, Op, env_error, env_props
 
 __all__ = ["MujocoEngine", "build_driver"]
 
@@ -167,6 +167,7 @@ class MujocoEngine:
             self.close()
             raise
         env0 = self.envs[0]
+        self._runner = EnvRunner(self.envs, first_id=0)  # call, set_attr and close, as elsewhere
         self.props = env_props(env0)
         self.num_envs = n = num_envs
         limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
@@ -358,27 +359,19 @@ class MujocoEngine:
         """``env.get_wrapper_attr(name)`` on each env object, called if callable."""
         for env, steps in zip(self.envs, self._elapsed.tolist()):
             env._elapsed_steps = steps
-        results = []
-        for env in self.envs:
-            attr = env.get_wrapper_attr(name)
-            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        results = self._runner.call(name, args, kwargs)
         # A call may have stepped or reset an env in Python.
         self._elapsed[:] = [env._elapsed_steps for env in self.envs]
         return results
 
     def set_attr(self, name: str, values: Sequence[Any]) -> None:
         """Set ``name`` on each env object, then read the compiled step's parameters again."""
-        for env, value in zip(self.envs, values):
-            env.set_wrapper_attr(name, value)
+        self._runner.set_attr(name, values)
         self._pack_params()
 
     def close(self) -> None:
         """Close every env."""
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception:
-                pass
+        EnvRunner(self.envs, first_id=0).close()  # also when __init__ failed halfway
         self.envs = []
 
 
