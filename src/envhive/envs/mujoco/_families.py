@@ -104,13 +104,17 @@ def pairwise_sum(a: Any, lo: int, n: int, zero: Any) -> Any:  # pragma: no cover
 
 @numba.njit(nogil=True)
 def _clip(x: float, lo: float, hi: float) -> float:  # pragma: no cover - compiled
-    """numpy's float clip: NaN in ``x`` propagates, else ``min(max(x, lo), hi)``."""
+    """numpy's float clip: NaN in ``x`` propagates, else ``min(max(x, lo), hi)``.
+
+    Ties keep the first operand, as numpy's maximum/minimum do: that decides the sign of a
+    zero result (``clip(0.0, -0.0, 1.0)`` is ``0.0``).
+    """
     if x != x:
         return x
-    t = x if x > lo else lo
+    t = x if x >= lo else lo
     if t != t:
         return t
-    return t if t < hi else hi
+    return t if t <= hi else hi
 
 
 @numba.njit(nogil=True)
