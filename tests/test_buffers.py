@@ -243,3 +243,71 @@ def test_text_observations(executor, copy):
         obs, _, _, _, info = env.recv()
         assert obs.dtype == object and obs.shape == (2,)
         assert obs.tolist() == [expect[i] for i in info["env_id"].tolist()]
+
+
+class LooseObsEnv(gym.Env):
+    """Returns a float32 Box observation in another form: float64, list, int64 or shared."""
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+    SHARED = np.zeros(3, np.float32)  # one array for every "shared" env, rewritten per step
+
+    def __init__(self, form: str) -> None:
+        self.observation_space = spaces.Box(-1e6, 1e6, (3,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.form, self.t = form, 0
+
+    def _obs(self):
+        values = [self.t + 0.1, -3.0 * self.t, 1 / 3]
+        if self.form == "f64":
+            return np.array(values, np.float64), {}
+        if self.form == "list":
+            return values, {}
+        if self.form == "i64":
+            return np.array(values, np.int64), {}
+        if self.form == "shared":
+            LooseObsEnv.SHARED[:] = values
+            return LooseObsEnv.SHARED, {}
+        return np.array(values, np.float32), {}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs()
+
+    def step(self, action):
+        self.t += 1 + int(action)
+        obs, info = self._obs()
+        return obs, 0.0, False, False, info
+
+
+@pytest.mark.parametrize("forms", [
+    ["f32"] * 4, ["f64"] * 4, ["list"] * 4, ["f32", "f64", "list", "i64"], ["f32", "f32", "i64", "f32"],
+])
+def test_observations_in_other_forms_are_stored_as_their_own_cast(executor, forms):
+    """Slices write their observations as one batch when they stack exactly; otherwise row by
+    row. Either way each env's row is its own observation cast to the space's dtype."""
+    envs = [LooseObsEnv(f) for f in forms]
+    fns = [lambda f=f: LooseObsEnv(f) for f in forms]
+    with envhive.make(fns, executor=executor, seed=0) as env:
+        obs, _ = env.reset()
+        want = np.stack([np.asarray(e.reset()[0]).astype(np.float32) for e in envs])
+        np.testing.assert_array_equal(obs, want)
+        for step in range(3):
+            actions = np.array([(step + i) % 2 for i in range(len(forms))])
+            obs = env.step(actions)[0]
+            want = np.stack([np.asarray(e.step(a)[0]).astype(np.float32) for e, a in zip(envs, actions)])
+            assert obs.dtype == np.float32
+            np.testing.assert_array_equal(obs, want)
+
+
+def test_envs_sharing_one_obs_array_see_the_last_write_as_gymnasium_does():
+    """An env that returns an array it later rewrites (here: one array shared by all envs) is
+    copied after the whole slice stepped, as gymnasium's SyncVectorEnv copies after all envs."""
+    fns = [lambda: LooseObsEnv("shared") for _ in range(3)]
+    with envhive.make(fns, executor="serial", seed=0) as env:
+        env.reset()
+        obs = env.step(np.array([0, 1, 0]))[0]
+    ref = gym.vector.SyncVectorEnv(fns)
+    ref.reset(seed=0)
+    want = ref.step(np.array([0, 1, 0]))[0]
+    ref.close()
+    np.testing.assert_array_equal(obs, want)

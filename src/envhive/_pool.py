@@ -145,6 +145,7 @@ class Pool:
             executor.close()
             raise
         self._all = np.arange(n)
+        self._all.flags.writeable = False  # passed to executors for every all-env call
         self._status = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
         self._ended = np.zeros(n, np.bool_)
@@ -252,7 +253,7 @@ class Pool:
             raise ConfigError(f"env_id: expected ids in [0, {self.num_envs}), got {ids.tolist()}")
         if np.unique(ids).size != ids.size:
             raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
-        return ids.astype(np.int64, copy=False)
+        return ids.astype(np.int64)  # a copy: executors may rely on ids not changing
 
     def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
         batch, err = self._act_codec.validate(actions, ids.size)
@@ -266,23 +267,26 @@ class Pool:
     def _dispatch(
         self,
         ids: np.ndarray,
-        ops: np.ndarray | int,
+        ops: np.ndarray | int | None,
         seeds: list[int | None] | None = None,
         options: dict[str, Any] | None = None,
         sync: bool = False,
+        resets: int = 0,
     ) -> None:
         """Write the command block for ``ids`` and hand it to the executor.
 
-        Sync calls skip the per-env status array: they leave no env pending, so every env is
-        idle before and after them.
+        ``ops=None``: the ops are already in ``buffers.ops``, with ``resets`` RESET ops among
+        them. Sync calls skip the per-env status array: they leave no env pending, so every
+        env is idle before and after them.
         """
         b = self.buffers
         sel = slice(None) if ids is self._all else ids
-        b.ops[sel] = ops
-        if isinstance(ops, int):
-            resets = ids.size if ops == _RESET else 0
-        else:
-            resets = int(np.count_nonzero(ops == _RESET))
+        if ops is not None:
+            b.ops[sel] = ops
+            if isinstance(ops, int):
+                resets = ids.size if ops == _RESET else 0
+            else:
+                resets = int(np.count_nonzero(ops == _RESET))
         if seeds is not None:
             for i, s in zip(ids.tolist(), seeds):
                 b.has_seed[i] = s is not None
@@ -322,20 +326,25 @@ class Pool:
             refresh = True
         count = len(done.env_ids)
         if count:
-            ids = as_index(done.env_ids)
+            # Every env (ids are unique): below, ids are only used as a set.
+            ids = slice(None) if count == self.num_envs else as_index(done.env_ids)
             self._in_flight -= count
             if not sync:
                 self._status[ids] = READY
                 self._ready.extend(done.env_ids)
             resets = 0
             if self._resets_in_flight:
-                resets = int(np.count_nonzero(b.ops[ids] == _RESET))
+                if self._in_flight:
+                    resets = int(np.count_nonzero(b.ops[ids] == _RESET))
+                else:  # nothing else in flight: every pending reset was among these envs
+                    resets = self._resets_in_flight
                 if resets:
                     # Only RESET reaches an unstarted or broken env, so these hold for all ids.
                     self._resets_in_flight -= resets
                     self._started[ids] = True
                     self._broken[ids] = False
-                    refresh = True
+                    # Resets only unblock envs: nothing to recompute if none was blocked.
+                    refresh = refresh or self._any_blocked
             self.env_steps += count - resets
             if keeps_ended_state(self.autoreset):
                 # count_nonzero, not .any(): several times cheaper on small arrays.
@@ -432,8 +441,8 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(slice(None), batch)
-        ops = plan_ops(self.autoreset, self._ended if self._any_ended else None)
-        self._dispatch(ids, ops, sync=True)
+        resets = plan_ops_into(self.autoreset, self._ended, self._any_ended, self.buffers.ops)
+        self._dispatch(ids, None, sync=True, resets=resets)
         self._drain_all()
         b = self.buffers
         infos = self._batch_infos(range(self.num_envs), self.num_envs)

@@ -76,6 +76,8 @@ def as_index(ids: list[int]) -> slice | list[int]:
 
 # Plain ints for the hot loop: comparing numpy/int values with IntEnum members is slow.
 _STEP, _RESET, _STEP_RESET = int(Op.STEP), int(Op.RESET), int(Op.STEP_RESET)
+# Observations up to this size (bytes per env) are written to the buffers as one batch.
+_STACK_OBS_BYTES = 4096
 
 
 @dataclass
@@ -244,6 +246,8 @@ class EnvRunner:
         self.envs = list(envs)
         self.first_id = first_id
         self.buffers: Buffers | None = None
+        self._stack_obs = False
+        self._obs_shape: tuple[int, ...] | None = None
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
         # slice instead of one per env) are stepped that way when the slice has more than one.
@@ -255,30 +259,36 @@ class EnvRunner:
     def bind(self, buffers: Buffers) -> None:
         """Attach the (possibly shared-memory) buffers the runner writes into."""
         self.buffers = buffers
+        # Small array observations are written as one stacked batch; larger ones (images)
+        # row by row, where stacking would add a copy of every observation.
+        codec = buffers.obs_codec
+        self._obs_shape = codec.shape if isinstance(codec, ArrayCodec) else None
+        self._stack_obs = self._obs_shape is not None and buffers.obs[:1].nbytes <= _STACK_OBS_BYTES
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``.
 
-        Rewards and flags are gathered in lists and written with one numpy call each: per-slot
-        numpy writes would cost more than a simple env's whole step.
+        The loop only calls the envs and gathers their results in lists. Observations, rewards
+        and flags are then written with one numpy call each: per-slot numpy writes cost about
+        as much as a simple env's whole step. If the batched write cannot be made exactly (an
+        observation of the wrong shape or dtype), each env's observation is written on its
+        own, and the ones that do not fit become that env's error.
         """
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
-        ids = list(env_ids)
+        ids = env_ids if type(env_ids) is list else list(env_ids)
         index = as_index(ids)
         ops = b.ops[index].tolist()
         envs, first = self.envs, self.first_id
-        read, actions, write, obs_buf = b.act_codec.read, b.actions, self._write, b.obs
-        # Fast paths for single-array spaces (most envs): index directly, no codec calls.
-        act_array = type(b.act_codec) is ArrayCodec
-        obs_shape = b.obs_codec.shape if type(b.obs_codec) is ArrayCodec else None
-        ndarray = np.ndarray
+        read, actions = b.act_codec.read, b.actions
+        act_array = type(b.act_codec) is ArrayCodec  # index the buffer directly, no codec call
         done_ids: list[int] = []
+        obs_list: list[Any] = []
         rewards: list[Any] = []
         terms: list[Any] = []
         truncs: list[Any] = []
         reward: Any
-        infos, final_infos = out.infos, out.final_infos
+        infos, final_infos, errors = out.infos, out.final_infos, out.errors
         stepped: dict[int, Any] | None = None
         if self._step_many is not None:
             step_ids = [i for i, op in zip(ids, ops) if op != _RESET]
@@ -288,14 +298,13 @@ class EnvRunner:
                 results = self._step_many([envs[i - first] for i in step_ids], acts)
                 stepped = dict(zip(step_ids, results))
         for i, op in zip(ids, ops):
+            env = envs[i - first]
             try:
                 if op == _RESET:
                     seed = int(b.seeds[i]) if b.has_seed[i] else None
-                    obs, info = envs[i - first].reset(seed=seed, options=options)
+                    obs, info = env.reset(seed=seed, options=options)
                     reward, term, trunc = 0.0, False, False
-                    write(obs_buf, i, obs, "reset")
                 else:
-                    env = envs[i - first]
                     if stepped is None:
                         result = env.step(actions[i] if act_array else read(actions, i))
                     else:
@@ -304,28 +313,29 @@ class EnvRunner:
                             raise result
                     obs, reward, term, trunc, info = result
                     if op == _STEP_RESET and (term or trunc):
-                        write(b.final_obs, i, obs, "step")
+                        self._write(b.final_obs, i, obs, "step")
                         final_infos[i] = info
                         obs, info = env.reset()
-                    if type(obs) is ndarray and obs.shape == obs_shape:
-                        obs_buf[i] = obs
-                    else:
-                        write(obs_buf, i, obs, "step")
             except EnvWorkerError as err:
-                out.errors[i] = err
+                errors[i] = err
                 continue
             except Exception as err:  # an env's bug must not take the pool down
-                out.errors[i] = env_error("reset" if op == _RESET else "step", err, i)
+                errors[i] = env_error("reset" if op == _RESET else "step", err, i)
                 continue
             if info:
                 infos[i] = info
             done_ids.append(i)
+            obs_list.append(obs)
             rewards.append(reward)
             terms.append(term)
             truncs.append(trunc)
         if len(done_ids) == 1:
             # One env (the latency case): scalar writes are ~5x cheaper than list writes.
-            i = done_ids[0]
+            i, obs = done_ids[0], obs_list[0]
+            if type(obs) is np.ndarray and obs.shape == self._obs_shape:
+                b.obs[i] = obs
+            else:
+                self._write_obs(i, done_ids, obs_list, out)
             try:
                 b.reward[i] = rewards[0]
             except (TypeError, ValueError):
@@ -334,15 +344,37 @@ class EnvRunner:
             b.truncated[i] = truncs[0]
         elif done_ids:
             where = index if len(done_ids) == len(ids) else as_index(done_ids)
+            self._write_obs(where, done_ids, obs_list, out)
             try:
                 b.reward[where] = rewards
             except (TypeError, ValueError):
                 self._bad_rewards(done_ids, rewards, out)
             b.terminated[where] = terms
             b.truncated[where] = truncs
-        if out.errors:
-            done_ids = [i for i in done_ids if i not in out.errors]
+        if errors:
+            done_ids = [i for i in done_ids if i not in errors]
         out.env_ids.extend(done_ids)
+
+    def _write_obs(self, where: Any, ids: list[int], obs_list: list[Any], out: Completion) -> None:
+        """Write the observations of ``ids``; one that does not fit becomes its env's error."""
+        b = self.buffers
+        assert b is not None
+        buf, shape = b.obs, self._obs_shape
+        if len(ids) > 1 and self._stack_obs and shape is not None:
+            # One write for the batch when it stacks into exactly the buffer's rows and dtype
+            # (the same values the per-env writes would store); anything else goes per env.
+            try:
+                batch = np.asarray(obs_list)
+            except (ValueError, TypeError):
+                batch = None
+            if batch is not None and batch.dtype == buf.dtype and batch.shape == (len(ids), *shape):
+                buf[where] = batch
+                return
+        for i, obs in zip(ids, obs_list):
+            try:
+                self._write(buf, i, obs, "reset" if b.ops[i] == _RESET else "step")
+            except EnvWorkerError as err:
+                out.errors[i] = err
 
     def _bad_rewards(self, ids: list[int], rewards: list[Any], out: Completion) -> None:
         b = self.buffers

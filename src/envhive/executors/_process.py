@@ -112,6 +112,7 @@ class _Worker:
         self.cmd_sem: Any = None
         self.blob = b""  # the cloudpickled factories of its slice (kept for restarts)
         self.busy: list[int] | None = None  # env ids of the running command
+        self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
         self.sent_at = 0.0
         self.queue: list[tuple[list[int], dict[str, Any] | None]] = []
 
@@ -263,6 +264,8 @@ class ProcessExecutor(Executor):
         self._restarted: dict[int, int] = {}  # env id -> the op it was sent before substitution
         self._bind_payload: bytes = b""
         self._all_ids: list[int] = []
+        self._all_array: np.ndarray | None = None  # the last array send() saw holding every id
+        self._all_groups: list[tuple[int, list[int]]] = []
 
     # ------------------------------------------------------------------ launch
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -324,7 +327,8 @@ class ProcessExecutor(Executor):
             self.close()
             raise
         self._num_slices = len(bounds)
-        self._slice_bounds = [(w, lo, hi) for w, (lo, hi) in enumerate(bounds)]
+        # Every env, by slice: the ids lists are never mutated (commands only read them).
+        self._all_groups = [(w, list(range(lo, hi))) for w, (lo, hi) in enumerate(bounds)]
         return props
 
     def _start(self, wk: _Worker) -> None:
@@ -407,14 +411,12 @@ class ProcessExecutor(Executor):
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._check_usable()
-        ids = env_ids.tolist()
-        if self._lost:
-            self._substitute_resets([i for i in ids if i in self._lost])
-        if ids == self._all_ids:
-            groups: Any = [(w, ids[lo:hi]) for w, lo, hi in self._slice_bounds]
+        if env_ids is self._all_array and not self._lost:
+            # The pool passes one array, which it never changes, for every all-env call (and
+            # copies the ids it is given), so the same object means the same ids.
+            groups: Any = self._all_groups
         else:
-            owners = self._owner[env_ids]
-            groups = [(w, env_ids[owners == w].tolist()) for w in np.unique(owners).tolist()]
+            groups = self._groups(env_ids)
         for w, w_ids in groups:
             wk = self._by_slice.get(w)
             if wk is None:
@@ -425,11 +427,24 @@ class ProcessExecutor(Executor):
             else:
                 wk.queue.append((w_ids, options))
 
+    def _groups(self, env_ids: np.ndarray) -> list[tuple[int, list[int]]]:
+        """``env_ids`` split by the slice that owns them: ``[(slice, ids), ...]``."""
+        ids = env_ids.tolist()
+        if self._lost:
+            self._substitute_resets([i for i in ids if i in self._lost])
+        if ids == self._all_ids:
+            self._all_array = env_ids
+            return self._all_groups
+        owners = self._owner[env_ids]
+        return [(w, env_ids[owners == w].tolist()) for w in np.unique(owners).tolist()]
+
     def _dispatch(self, wk: _Worker, ids: list[int], options: dict[str, Any] | None) -> None:
         ctrl = self._ctrl
         assert ctrl is not None
-        ctrl.count[wk.w] = len(ids)
-        ctrl.ids[wk.lo : wk.lo + len(ids)] = ids
+        if ids != wk.cmd_ids:  # sync steps send the same ids every time
+            ctrl.count[wk.w] = len(ids)
+            ctrl.ids[wk.lo : wk.lo + len(ids)] = ids
+            wk.cmd_ids = ids
         need_msg = options is not None or bool(self._act_objects)
         if need_msg:
             act_values = [leaf[ids].tolist() for leaf in self._act_objects]
@@ -479,13 +494,16 @@ class ProcessExecutor(Executor):
         ctrl = self._ctrl
         assert ctrl is not None
         finished = self._finished()
+        if not finished:
+            return finished
         for _ in range(len(finished) - taken):
             # Each flag set means its post is made or about to be: take it to stay in step.
             while not self._done_sem.acquire(True, _POLL_S):
                 self._check_workers()
         for wk in finished:
             ctrl.done[wk.w] = 0
-        finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
+        if len(finished) > 1:
+            finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
         return finished
 
     def _finished(self) -> list[_Worker]:
