@@ -146,6 +146,7 @@ class Pool:
             raise
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
+        self._maybe_seeded = True  # some buffers.has_seed entry may be set
         self._status = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
         self._ended = np.zeros(n, np.bool_)
@@ -291,8 +292,11 @@ class Pool:
             for i, s in zip(ids.tolist(), seeds):
                 b.has_seed[i] = s is not None
                 b.seeds[i] = 0 if s is None else s
-        elif resets:
+            self._maybe_seeded = True
+        elif resets and self._maybe_seeded:
+            # Autoresets take no seed: clear any left from an earlier seeded reset.
             b.has_seed[sel] = False
+            self._maybe_seeded = ids is not self._all
         self._resets_in_flight += resets
         if not sync:
             self._status[sel] = PENDING
@@ -339,12 +343,13 @@ class Pool:
                 else:  # nothing else in flight: every pending reset was among these envs
                     resets = self._resets_in_flight
                 if resets:
-                    # Only RESET reaches an unstarted or broken env, so these hold for all ids.
                     self._resets_in_flight -= resets
-                    self._started[ids] = True
-                    self._broken[ids] = False
-                    # Resets only unblock envs: nothing to recompute if none was blocked.
-                    refresh = refresh or self._any_blocked
+                    if self._any_blocked:
+                        # Only RESET reaches an unstarted or broken env, so these hold for
+                        # all ids. With no env blocked, every env is started and unbroken.
+                        self._started[ids] = True
+                        self._broken[ids] = False
+                        refresh = True
             self.env_steps += count - resets
             if keeps_ended_state(self.autoreset):
                 # count_nonzero, not .any(): several times cheaper on small arrays.

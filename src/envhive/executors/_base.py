@@ -247,6 +247,8 @@ class EnvRunner:
         self.first_id = first_id
         self.buffers: Buffers | None = None
         self._stack_obs = False
+        self._index_of: list[int] | None = None
+        self._index: slice | list[int] = []
         self._obs_shape: tuple[int, ...] | None = None
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
@@ -273,11 +275,16 @@ class EnvRunner:
         as much as a simple env's whole step. If the batched write cannot be made exactly (an
         observation of the wrong shape or dtype), each env's observation is written on its
         own, and the ones that do not fit become that env's error.
+
+        A list passed as ``env_ids`` must not be changed afterwards: the runner keeps the
+        index it made from the last list it was given, to reuse when given it again.
         """
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
         ids = env_ids if type(env_ids) is list else list(env_ids)
-        index = as_index(ids)
+        if ids is not self._index_of:  # executors pass the same (unchanging) list each step
+            self._index_of, self._index = ids, as_index(ids)
+        index = self._index
         ops = b.ops[index].tolist()
         envs, first = self.envs, self.first_id
         read, actions = b.act_codec.read, b.actions

@@ -444,6 +444,7 @@ class ProcessExecutor(Executor):
         if ids != wk.cmd_ids:  # sync steps send the same ids every time
             ctrl.count[wk.w] = len(ids)
             ctrl.ids[wk.lo : wk.lo + len(ids)] = ids
+            ctrl.ids_gen[wk.w] += 1
             wk.cmd_ids = ids
         need_msg = options is not None or bool(self._act_objects)
         if need_msg:

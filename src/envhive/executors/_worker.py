@@ -44,6 +44,8 @@ class Control:
         kind: per worker, the command (CMD_RUN, CMD_CALL, CMD_CLOSE).
         count: per worker, how many env ids its CMD_RUN carries.
         ids: env ids of each worker's command, in the worker's own region ``[lo, hi)``.
+        ids_gen: per worker, bumped whenever the parent rewrites its ``count``/``ids`` (sync
+            steps send the same ids every time: the worker then reuses its list).
         cmd_msg: per worker, 1 if the command has a pipe message (options, object actions).
         done: per worker, set to 1 by the worker when its command finished.
         done_msg: per worker, 1 if a result message waits in the pipe.
@@ -54,6 +56,7 @@ class Control:
     kind: np.ndarray
     count: np.ndarray
     ids: np.ndarray
+    ids_gen: np.ndarray
     cmd_msg: np.ndarray
     done: np.ndarray
     done_msg: np.ndarray
@@ -67,6 +70,7 @@ class Control:
             kind=alloc((num_workers,), i8),
             count=alloc((num_workers,), i64),
             ids=alloc((num_envs,), i64),
+            ids_gen=alloc((num_workers,), i64),
             cmd_msg=alloc((num_workers,), i8),
             done=alloc((num_workers,), i8),
             done_msg=alloc((num_workers,), i8),
@@ -200,6 +204,8 @@ def _serve(
     final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
     act_objects = object_leaves(buffers.actions)
     conn.send_bytes(b"bound")
+    ids: list[int] = []
+    ids_gen = -1
     while True:
         _wait(cmd_sem, policy, parent)
         kind = int(ctrl.kind[w])
@@ -219,7 +225,9 @@ def _serve(
             ctrl.done[w] = 1
             done_sem.release()
             continue
-        ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
+        if ctrl.ids_gen[w] != ids_gen:
+            ids_gen = int(ctrl.ids_gen[w])
+            ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
         options = None
         if ctrl.cmd_msg[w]:
             options, act_values = cloudpickle.loads(conn.recv_bytes())
