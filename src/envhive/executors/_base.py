@@ -249,6 +249,7 @@ class EnvRunner:
         self._stack_obs = False
         self._index_of: list[int] | None = None
         self._index: slice | list[int] = []
+        self._index_envs: list[gym.Env] = []  # the envs of the ids in _index_of, in order
         self._obs_shape: tuple[int, ...] | None = None
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
@@ -284,12 +285,13 @@ class EnvRunner:
         ids = env_ids if type(env_ids) is list else list(env_ids)
         if ids is not self._index_of:  # executors pass the same (unchanging) list each step
             self._index_of, self._index = ids, as_index(ids)
-        index = self._index
+            first = self.first_id
+            whole = self._index == slice(first, first + len(self.envs))
+            self._index_envs = self.envs if whole else [self.envs[i - first] for i in ids]
+        index, envs = self._index, self._index_envs
         ops = b.ops[index].tolist()
-        envs, first = self.envs, self.first_id
         read, actions = b.act_codec.read, b.actions
         act_array = type(b.act_codec) is ArrayCodec  # index the buffer directly, no codec call
-        done_ids: list[int] = []
         obs_list: list[Any] = []
         rewards: list[Any] = []
         terms: list[Any] = []
@@ -302,10 +304,9 @@ class EnvRunner:
             if len(step_ids) > 1:
                 acts = [actions[i] if act_array else read(actions, i) for i in step_ids]
                 # One entry per env: its step() result, or the exception its step() raised.
-                results = self._step_many([envs[i - first] for i in step_ids], acts)
+                results = self._step_many([env for env, op in zip(envs, ops) if op != _RESET], acts)
                 stepped = dict(zip(step_ids, results))
-        for i, op in zip(ids, ops):
-            env = envs[i - first]
+        for i, op, env in zip(ids, ops, envs):
             try:
                 if op == _RESET:
                     seed = int(b.seeds[i]) if b.has_seed[i] else None
@@ -331,11 +332,12 @@ class EnvRunner:
                 continue
             if info:
                 infos[i] = info
-            done_ids.append(i)
             obs_list.append(obs)
             rewards.append(reward)
             terms.append(term)
             truncs.append(trunc)
+        # The envs whose results were gathered, in order: all but the ones that raised.
+        done_ids = [i for i in ids if i not in errors] if errors else ids
         if len(done_ids) == 1:
             # One env (the latency case): scalar writes are ~5x cheaper than list writes.
             i, obs = done_ids[0], obs_list[0]
