@@ -671,3 +671,22 @@ def test_make_seed_reaches_each_envs_first_reset(
                 obs, _ = env.reset(options={"reset_mask": mask})
                 tags.update({i: int(obs[i, 0]) for i in group})
     assert tags == {i: base_seed + i for i in range(n)}
+
+
+@pytest.mark.parametrize("n", [33, 64, 200])
+@pytest.mark.parametrize(
+    "space, bad",
+    [(spaces.Box(-2.0, 2.0, (3,), np.float32), np.nan), (spaces.Box(-2.0, 2.0, (3,), np.float32), np.inf),
+     (spaces.Box(-2.0, 2.0, (3,), np.float64), -2.0001), (spaces.Discrete(3), 3),
+     (spaces.Discrete(3, start=-1), -2), (spaces.MultiDiscrete([2, 5]), 5)],
+)
+def test_large_batches_find_the_first_bad_action(space, bad, n):
+    """Batches of more than 32 values take a min/max shortcut: it must still catch NaN."""
+    codec = codec_for(space)
+    batch = np.stack([space.sample() for _ in range(n)])
+    assert codec.validate(batch, n)[1] is None
+    for k in (0, n // 2, n - 1):
+        broken = batch.copy()
+        broken.reshape(n, -1)[k, -1] = bad
+        err = codec.validate(broken, n)[1]
+        assert err is not None and f"at [{k}]" in err, err

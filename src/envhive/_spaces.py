@@ -155,12 +155,14 @@ class ArrayCodec(Codec):
         if not ok:
             need = "bool" if self.boolean else "integer" if self.integer else "integer or floating"
             return arr, f"expected {need} dtype for {self.space}, got dtype {arr.dtype}"
-        if self._scalar_bounds and arr.size <= 32:
-            # Small batches (the common per-call case): Python min/max beats numpy's per-call
-            # overhead. NaN fails both comparisons, so it is reported as out of bounds.
-            flat = arr.ravel().tolist()
+        if self._scalar_bounds:
             lo, hi = self._scalar_bounds
-            if all(lo <= v <= hi for v in flat):
+            if arr.size <= 32:
+                # Small batches (the common per-call case): Python comparisons beat numpy's
+                # per-call overhead. NaN fails both comparisons: reported as out of bounds.
+                if all(lo <= v <= hi for v in arr.ravel().tolist()):
+                    return arr, None
+            elif lo <= arr.min() and arr.max() <= hi:  # a NaN makes min/max NaN: fails
                 return arr, None
             bad = ~((arr >= self.low) & (arr <= self.high))
         elif self._check_low and self._check_high:
