@@ -174,6 +174,8 @@ class Pool:
         # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
         # actions must look like to take it. Anything else goes the general way, which raises
         # the precise error.
+        # Executors that fuse a sync call over every env into one command (Executor.run_all).
+        self._run_all = executor.run_all
         codec = self._act_codec
         step_all = executor.step_all
         self._step_all = step_all if step_all is not None and type(codec) is ArrayCodec else None
@@ -273,12 +275,14 @@ class Pool:
         options: dict[str, Any] | None = None,
         sync: bool = False,
         resets: int = 0,
+        send: bool = True,
     ) -> None:
         """Write the command block for ``ids`` and hand it to the executor.
 
         ``ops=None``: the ops are already in ``buffers.ops``, with ``resets`` RESET ops among
         them. Sync calls skip the per-env status array: they leave no env pending, so every
-        env is idle before and after them.
+        env is idle before and after them. ``send=False``: only the bookkeeping; the caller
+        runs the ops itself (``Executor.run_all``).
         """
         b = self.buffers
         sel = slice(None) if ids is self._all else ids
@@ -301,11 +305,13 @@ class Pool:
         if not sync:
             self._status[sel] = PENDING
         self._in_flight += ids.size
-        self.executor.send(ids, options)
+        if send:
+            self.executor.send(ids, options)
 
-    def _recv(self, min_count: int) -> Completion:
+    def _recv(self, min_count: int, run_all: Any = None) -> Completion:
+        """``executor.recv(min_count)``, or ``run_all()`` if given; a dead worker closes the pool."""
         try:
-            return self.executor.recv(min_count)
+            return self.executor.recv(min_count) if run_all is None else run_all(None)
         except WorkerDiedError:
             # The executor shut itself down (on_worker_failure="raise"): so does the pool.
             self.close()
@@ -447,7 +453,9 @@ class Pool:
         self._check_steppable(ids)
         self._put_actions(slice(None), batch)
         resets = plan_ops_into(self.autoreset, self._ended, self._any_ended, self.buffers.ops)
-        self._dispatch(ids, None, sync=True, resets=resets)
+        self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
+        if self._run_all is not None:
+            self._absorb(self._recv(0, self._run_all), sync=True)
         self._drain_all()
         b = self.buffers
         infos = self._batch_infos(range(self.num_envs), self.num_envs)

@@ -186,6 +186,30 @@ def test_restart_of_idle_envs_reports_on_their_next_step():
     env.close()
 
 
+def test_sync_step_after_an_idle_restart_reports_the_lost_env():
+    """Env 3 was idle when its worker was rebuilt: the next sync step (one fused command)
+    resets it instead of stepping it, and reports that episode as truncated."""
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make(flaky_factories(4), executor=ex, batch_size=1)
+    env.reset(seed=0)
+    env.step(np.ones(4, np.int64))
+    old = ex.worker_pids()
+    os.kill(old[1], signal.SIGKILL)  # envs 2 and 3
+    wait_until(lambda: not alive(old[1]))
+    env.send(np.zeros(1, np.int64), np.array([2]))
+    out = env.recv()
+    assert out[4]["env_id"].tolist() == [2] and out[3].tolist() == [True]
+    obs, rew, term, trunc, info = env.step(np.ones(4, np.int64))
+    assert trunc.tolist() == [False, False, False, True] and not term.any()
+    assert info["_worker_restarted"].tolist() == [False, False, False, True]
+    # env 2 ended (truncated) at its recv: next-step autoreset resets it now; env 3 is reset
+    # in place of the step it was sent.
+    assert obs[:, 2].tolist() == [2, 2, 0, 0]
+    obs, *_ = env.step(np.ones(4, np.int64))
+    assert obs[:, 2].tolist() == [3, 3, 1, 0]  # env 3's truncated episode: autoreset now
+    env.close()
+
+
 def test_hung_env_hits_step_timeout():
     ex = ProcessExecutor(2, step_timeout=0.5)
     env = envhive.make(flaky_factories(4, bad=3, fail_at=2, hang=True), executor=ex)

@@ -495,6 +495,12 @@ class Executor(ABC):
     #: (see ``Pool._step_inline``).
     step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
 
+    #: Executors that can run a sync call over every env faster as one fused command than as
+    #: ``send`` + ``recv`` set this to a method ``run_all(options) -> Completion``: run the op
+    #: in ``buffers.ops`` of every env, wait for all of them, and report each env exactly once
+    #: (in ``env_ids`` or ``errors``). The pool calls it only with nothing in flight.
+    run_all: Callable[[dict[str, Any] | None], Completion] | None = None
+
     def _claim(self) -> None:
         """Call at the start of ``launch``: one executor instance serves one pool."""
         if getattr(self, "_claimed", False):

@@ -476,6 +476,28 @@ class ProcessExecutor(Executor):
                 got += self._collect_and_refill(wk, out)
         return out
 
+    def run_all(self, options: dict[str, Any] | None = None) -> Completion:
+        """A sync call over every env: ``send`` + ``recv`` fused (see ``Executor.run_all``).
+
+        The same commands and the same fault handling, minus the async bookkeeping (queues,
+        the first-finished sweep), which a sync call never needs: nothing else is in flight.
+        """
+        self._check_usable()
+        if self._lost:
+            self._substitute_resets(sorted(self._lost))
+        out = Completion()
+        groups = self._all_groups
+        for wk in self._state.workers:
+            self._dispatch(wk, groups[wk.w][1], options)
+        if self._inline is not None:
+            self._inline.run(groups[0][1], options, out)
+        pending = len(self._state.workers)
+        while pending:
+            for wk in self._wait_some(None):
+                self._collect(wk, out)
+                pending -= 1
+        return out
+
     def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
         """Collect a finished worker's results and start its next queued command, if any."""
         got = self._collect(wk, out)
