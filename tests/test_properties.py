@@ -558,6 +558,7 @@ def test_counting_env_async_autoreset(
     rounds = data.draw(st.integers(2 * n, 6 * n), label="rounds")
     models = [Model(p, base_seed + i) for i, p in enumerate(pats)]
     rng = np.random.default_rng(base_seed)
+    coin = np.random.default_rng(base_seed + 1)  # whether to try a refused send first
     sent: dict[int, Any] = {}  # env -> "reset" or its action
     prev: dict[int, tuple[list[int], bool]] = {}  # env -> (last obs row, last row ended)
     seen: set[int] = set()
@@ -626,7 +627,9 @@ def test_counting_env_async_autoreset(
             to_reset = [i for i in ids if mode == "disabled" and models[i].ended]
             to_step = [i for i in ids if i not in to_reset]
             if to_reset:
-                if to_step and data.draw(st.booleans(), label="send to an ended env"):
+                # Not data.draw: how often we get here depends on the executor's completion
+                # order, and hypothesis requires the same draws when it replays a case.
+                if to_step and coin.random() < 0.5:
                     steps_before = env.env_steps
                     with pytest.raises(envhive.ResetNeededError):
                         env.send(np.zeros(len(ids), np.int64), np.array(ids))
