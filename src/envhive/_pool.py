@@ -171,11 +171,11 @@ class Pool:
         self._recv_reward = np.zeros(k, np.float64)
         self._recv_term = np.zeros(k, np.bool_)
         self._recv_trunc = np.zeros(k, np.bool_)
+        # Executors that fuse a sync call over every env into one command (Executor.run_all).
+        self._run_all = executor.run_all
         # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
         # actions must look like to take it. Anything else goes the general way, which raises
         # the precise error.
-        # Executors that fuse a sync call over every env into one command (Executor.run_all).
-        self._run_all = executor.run_all
         codec = self._act_codec
         step_all = executor.step_all
         self._step_all = step_all if step_all is not None and type(codec) is ArrayCodec else None
