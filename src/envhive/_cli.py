@@ -19,7 +19,7 @@ import numpy as np
 import envhive
 from envhive._bench import Measurement, measure_steps, random_actions
 from envhive._registry import _BUILTIN, _KERNELS, _load
-from envhive.executors import available_executors
+from envhive.executors import available_executors, compiled_runner
 
 __all__ = ["main"]
 
@@ -71,7 +71,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     rows: list[Measurement] = []
     for env_id in args.env:
         executors, gym_id, peer = _plan(env_id, args.executor)
-        print(f"envhive {envhive.__version__} bench: {env_id}, {args.num_envs} envs, ~{args.seconds:g} s each")
+        loop = "compiled" if compiled_runner() else "Python (built without a C compiler)"
+        print(f"envhive {envhive.__version__} bench: {env_id}, {args.num_envs} envs, "
+              f"~{args.seconds:g} s each; runner loop: {loop}")
         for n in args.num_envs:
             for name in executors:
                 rows.append(_bench_one(env_id, n, name, args.seconds))

@@ -26,6 +26,7 @@ from envhive.executors._base import (
     EnvRunner,
     Executor,
     Op,
+    compiled_runner,
 )
 from envhive.executors._native import NativeExecutor
 from envhive.executors._process import ProcessExecutor, default_start_method
@@ -45,6 +46,7 @@ __all__ = [
     "NativeExecutor",
     "ProcessExecutor",
     "default_start_method",
+    "compiled_runner",
     "ExecutorEntry",
     "register_executor",
     "unregister_executor",

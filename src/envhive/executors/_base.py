@@ -21,6 +21,7 @@ of ``send``/``recv``; finally ``close``.
 from __future__ import annotations
 
 import enum
+import importlib
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -78,6 +79,28 @@ def as_index(ids: list[int]) -> slice | list[int]:
 _STEP, _RESET, _STEP_RESET = int(Op.STEP), int(Op.RESET), int(Op.STEP_RESET)
 # Observations up to this size (bytes per env) are written to the buffers as one batch.
 _STACK_OBS_BYTES = 4096
+
+# What the C fast path did with the env it stopped at (see _runloop.c).
+_NOT_CALLED, _RETURNED, _RAISED = 0, 1, 2
+try:
+    _runloop: Any = importlib.import_module("envhive.executors._runloop")
+except ImportError:  # built without a C compiler: every env takes the Python path
+    _runloop = None
+_step_slice: Callable[..., tuple[int, int, Any]] | None = getattr(_runloop, "step_slice", None)
+_write_rows: Callable[..., int] | None = getattr(_runloop, "write_rows", None)
+
+
+def compiled_runner() -> bool:
+    """Whether envs are stepped by envhive's compiled loop (else by the same loop in Python).
+
+    The loop is a small C extension built at install time; without a C compiler the install
+    still succeeds and the Python loop, which behaves the same, is used.
+
+    Examples:
+        >>> isinstance(compiled_runner(), bool)
+        True
+    """
+    return _step_slice is not None
 
 
 @dataclass
@@ -251,6 +274,7 @@ class EnvRunner:
         self._index: slice | list[int] = []
         self._index_envs: list[gym.Env] = []  # the envs of the ids in _index_of, in order
         self._obs_shape: tuple[int, ...] | None = None
+        self._write_rows: Callable[..., int] | None = None
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
         # slice instead of one per env) are stepped that way when the slice has more than one.
@@ -267,11 +291,15 @@ class EnvRunner:
         codec = buffers.obs_codec
         self._obs_shape = codec.shape if isinstance(codec, ArrayCodec) else None
         self._stack_obs = self._obs_shape is not None and buffers.obs[:1].nbytes <= _STACK_OBS_BYTES
+        self._write_rows = _write_rows if self._obs_shape is not None else None
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``.
 
-        The loop only calls the envs and gathers their results in lists. Observations, rewards
+        The loop only calls the envs and gathers their results in lists; its common case (a
+        step returning a plain 5-tuple, no episode end to reset) runs in C when envhive was
+        built with its compiled loop (:func:`compiled_runner`), and every other case in
+        Python, so an op means the same either way. Observations, rewards
         and flags are then written with one numpy call each: per-slot numpy writes cost about
         as much as a simple env's whole step. If the batched write cannot be made exactly (an
         observation of the wrong shape or dtype), each env's observation is written on its
@@ -297,6 +325,7 @@ class EnvRunner:
         terms: list[Any] = []
         truncs: list[Any] = []
         reward: Any
+        got: Any
         infos, final_infos, errors = out.infos, out.final_infos, out.errors
         stepped: dict[int, Any] | None = None
         if self._step_many is not None:
@@ -306,19 +335,35 @@ class EnvRunner:
                 # One entry per env: its step() result, or the exception its step() raised.
                 results = self._step_many([env for env, op in zip(envs, ops) if op != _RESET], acts)
                 stepped = dict(zip(step_ids, results))
-        for i, op, env in zip(ids, ops, envs):
+        fast = _step_slice if stepped is None else None
+        kind, got = _NOT_CALLED, None
+        result: Any
+        n, k = len(ids), 0
+        while k < n:
+            if fast is not None:
+                # The common case runs in C; it stops at the first env it does not finish and
+                # says what it did with it (see _runloop.c). Python finishes that env below.
+                k, kind, got = fast(envs, ops, ids, actions, None if act_array else read, k,
+                                    obs_list, rewards, terms, truncs, infos)
+                if k == n:
+                    break
+            i, op, env = ids[k], ops[k], envs[k]
+            k += 1
+            if stepped is not None and op != _RESET:
+                got = stepped[i]
+                kind = _RAISED if isinstance(got, BaseException) else _RETURNED
             try:
                 if op == _RESET:
                     seed = int(b.seeds[i]) if b.has_seed[i] else None
                     obs, info = env.reset(seed=seed, options=options)
                     reward, term, trunc = 0.0, False, False
                 else:
-                    if stepped is None:
+                    if kind == _NOT_CALLED:
                         result = env.step(actions[i] if act_array else read(actions, i))
+                    elif kind == _RAISED:
+                        raise got
                     else:
-                        result = stepped[i]
-                        if isinstance(result, BaseException):
-                            raise result
+                        result = got
                     obs, reward, term, trunc, info = result
                     if op == _STEP_RESET and (term or trunc):
                         self._write(b.final_obs, i, obs, "step")
@@ -330,6 +375,8 @@ class EnvRunner:
             except Exception as err:  # an env's bug must not take the pool down
                 errors[i] = env_error("reset" if op == _RESET else "step", err, i)
                 continue
+            finally:
+                got = None  # do not keep an env's result (or exception) alive
             if info:
                 infos[i] = info
             obs_list.append(obs)
@@ -338,31 +385,53 @@ class EnvRunner:
             truncs.append(trunc)
         # The envs whose results were gathered, in order: all but the ones that raised.
         done_ids = [i for i in ids if i not in errors] if errors else ids
-        if len(done_ids) == 1:
-            # One env (the latency case): scalar writes are ~5x cheaper than list writes.
-            i, obs = done_ids[0], obs_list[0]
-            if type(obs) is np.ndarray and obs.shape == self._obs_shape:
-                b.obs[i] = obs
-            else:
-                self._write_obs(i, done_ids, obs_list, out)
-            try:
-                b.reward[i] = rewards[0]
-            except (TypeError, ValueError):
-                self._bad_rewards(done_ids, rewards, out)
-            b.terminated[i] = terms[0]
-            b.truncated[i] = truncs[0]
-        elif done_ids:
+        if not done_ids:
+            pass
+        elif len(done_ids) == len(ids) and self._write_rows is not None and type(index) is slice:
+            # All envs of a contiguous slice: one C call copies the rows when nothing needs
+            # converting (stage 2); numpy does whatever it did not.
+            stages = self._write_rows(index.start, b.obs, obs_list, b.reward, rewards,
+                                      b.terminated, terms, b.truncated, truncs, np.ndarray)
+            if stages < 2:
+                self._write_batch(index, done_ids, obs_list, rewards, terms, truncs, out, stages == 0)
+        else:
             where = index if len(done_ids) == len(ids) else as_index(done_ids)
-            self._write_obs(where, done_ids, obs_list, out)
-            try:
-                b.reward[where] = rewards
-            except (TypeError, ValueError):
-                self._bad_rewards(done_ids, rewards, out)
-            b.terminated[where] = terms
-            b.truncated[where] = truncs
+            self._write_batch(where, done_ids, obs_list, rewards, terms, truncs, out, True)
         if errors:
             done_ids = [i for i in done_ids if i not in errors]
         out.env_ids.extend(done_ids)
+
+    def _write_batch(
+        self, where: Any, ids: list[int], obs_list: list[Any], rewards: list[Any], terms: list[Any],
+        truncs: list[Any], out: Completion, with_obs: bool,
+    ) -> None:
+        """Write the gathered results of ``ids`` (rows ``where``) with numpy."""
+        b = self.buffers
+        assert b is not None
+        if len(ids) == 1:
+            # One env (the latency case): scalar writes are ~5x cheaper than list writes.
+            i, obs = ids[0], obs_list[0]
+            if not with_obs:
+                pass
+            elif type(obs) is np.ndarray and obs.shape == self._obs_shape:
+                b.obs[i] = obs
+            else:
+                self._write_obs(i, ids, obs_list, out)
+            try:
+                b.reward[i] = rewards[0]
+            except (TypeError, ValueError):
+                self._bad_rewards(ids, rewards, out)
+            b.terminated[i] = terms[0]
+            b.truncated[i] = truncs[0]
+            return
+        if with_obs:
+            self._write_obs(where, ids, obs_list, out)
+        try:
+            b.reward[where] = rewards
+        except (TypeError, ValueError):
+            self._bad_rewards(ids, rewards, out)
+        b.terminated[where] = terms
+        b.truncated[where] = truncs
 
     def _write_obs(self, where: Any, ids: list[int], obs_list: list[Any], out: Completion) -> None:
         """Write the observations of ``ids``; one that does not fit becomes its env's error."""

@@ -1,0 +1,272 @@
+"""The compiled runner loop (``envhive.executors._runloop``) against the same loop in Python.
+
+``EnvRunner.run`` hands its common case to C and finishes every other case in Python; when
+envhive is built without a C compiler, Python does it all. The two must write the same
+buffers and report the same completions for every kind of env result: these tests drive one
+runner each way over envs that return every odd form a step can return, and compare.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
+from typing import ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import envhive
+from envhive._spaces import codec_for
+from envhive.executors import _base
+from envhive.executors._base import Buffers, Completion, EnvRunner, Op, compiled_runner
+
+needs_compiled = pytest.mark.skipif(not compiled_runner(), reason="built without the C runner loop")
+
+# What a step returns, one form per step (the env cycles through its schedule).
+FORMS = [
+    "plain", "plain", "list_result", "np_bool_flags", "f32_reward", "int_reward", "bool_reward",
+    "np_f64_reward", "f64_obs", "list_obs", "bad_shape_obs", "info", "dict_subclass_info",
+    "none_info", "list_info", "raise", "terminate", "truncate", "bad_reward", "short_tuple", "np_bool_false", "f32_copy",
+]
+
+
+class QuirkyEnv(gym.Env):
+    """Steps through ``schedule``: each step returns its result in the scheduled form."""
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+
+    def __init__(self, schedule: list[str], action_space: spaces.Space | None = None) -> None:
+        self.observation_space = spaces.Box(-1e6, 1e6, (3,), np.float32)
+        self.action_space = action_space or spaces.Discrete(3)
+        self.schedule, self.k, self.t = schedule, 0, 0
+
+    def _act(self, action) -> float:
+        if isinstance(action, dict):
+            return float(action["a"]) + 10 * float(np.sum(action["b"]))
+        return float(action)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0 if seed is None else seed % 7
+        info = {"seeded": seed} if seed is not None else {}
+        return np.array([self.t, -1, self.k], np.float32), info
+
+    def step(self, action):
+        form = self.schedule[self.k % len(self.schedule)]
+        self.k += 1
+        self.t += 1
+        obs = np.array([self.t, self._act(action), self.k], np.float32)
+        reward, term, trunc, info = 0.5 * self.t, False, False, {}
+        if form == "raise":
+            raise ValueError(f"boom at step {self.k}")
+        if form == "list_result":
+            return [obs, reward, term, trunc, info]
+        if form == "short_tuple":
+            return obs, reward, term, trunc
+        if form == "np_bool_flags":
+            term, trunc = np.bool_(self.k % 2 == 0), np.bool_(False)
+        if form == "np_bool_false":
+            term, trunc = np.bool_(False), np.bool_(False)
+        if form == "f32_reward":
+            reward = np.float32(reward)
+        if form == "int_reward":
+            reward = self.t
+        if form == "bool_reward":
+            reward = True
+        if form == "np_f64_reward":
+            reward = np.float64(reward)
+        if form == "bad_reward":
+            reward = "lots"
+        if form == "f64_obs":
+            obs = obs.astype(np.float64)
+        if form == "list_obs":
+            obs = obs.tolist()
+        if form == "bad_shape_obs":
+            obs = np.zeros(4, np.float32)
+        if form == "f32_copy":
+            obs = np.asfortranarray(obs[::-1])[::-1]  # a non-owning view: still C-contiguous rows
+        if form == "info":
+            info = {"k": self.k}
+        if form == "dict_subclass_info":
+            info = OrderedDict(k=self.k)
+        if form == "none_info":
+            info = None
+        if form == "list_info":
+            info = [self.k]
+        if form == "terminate":
+            term = True
+        if form == "truncate":
+            trunc = True
+        return obs, reward, term, trunc, info
+
+
+@contextmanager
+def python_loop():
+    """Run EnvRunner as if envhive had been built without its C loop."""
+    saved = _base._step_slice, _base._write_rows
+    _base._step_slice = _base._write_rows = None
+    try:
+        yield
+    finally:
+        _base._step_slice, _base._write_rows = saved
+
+
+def _runner(schedules, compiled: bool, action_space=None):
+    envs = [QuirkyEnv(s, action_space) for s in schedules]
+    runner = EnvRunner(envs, 0)
+    n = len(envs)
+    buffers = Buffers.allocate(
+        n, codec_for(envs[0].observation_space), codec_for(envs[0].action_space),
+        lambda shape, dtype: np.zeros(shape, dtype), True,
+    )
+    if compiled:
+        runner.bind(buffers)
+    else:
+        with python_loop():
+            runner.bind(buffers)
+    return runner, buffers
+
+
+def _run(runner, buffers, ids, ops, actions, seeds, compiled: bool) -> Completion:
+    buffers.ops[ids] = ops
+    buffers.has_seed[:] = False
+    for i, seed in zip(ids, seeds):
+        if seed is not None:
+            buffers.seeds[i], buffers.has_seed[i] = seed, True
+    act_codec = runner.buffers.act_codec
+    for i, a in zip(ids, actions):
+        act_codec.write(buffers.actions, i, a)
+    out = Completion()
+    if compiled:
+        runner.run(ids, None, out)
+    else:
+        with python_loop():
+            runner.run(ids, None, out)
+    return out
+
+
+def _same(a: Completion, b: Completion, ba: Buffers, bb: Buffers) -> None:
+    assert a.env_ids == b.env_ids
+    assert a.infos == b.infos
+    assert a.final_infos == b.final_infos
+    assert sorted(a.errors) == sorted(b.errors)
+    for i, err in a.errors.items():
+        other = b.errors[i]
+        assert (type(err), err.env_id, err.message, err.cause_type) == (
+            type(other), other.env_id, other.message, other.cause_type)
+    for name in ("obs", "final_obs", "reward", "terminated", "truncated"):
+        np.testing.assert_array_equal(getattr(ba, name), getattr(bb, name), err_msg=name)
+
+
+id_sets = st.sampled_from(["all", "run", "any"])
+
+
+@needs_compiled
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), n=st.integers(1, 9))
+def test_compiled_loop_matches_the_python_loop(data, n):
+    """Random ops over random id sets, envs cycling through every result form: the compiled
+    and the Python loop write identical buffers and report identical completions."""
+    schedules = [data.draw(st.lists(st.sampled_from(FORMS), min_size=1, max_size=8)) for _ in range(n)]
+    fast, fast_buf = _runner(schedules, compiled=True)
+    slow, slow_buf = _runner(schedules, compiled=False)
+    for _ in range(data.draw(st.integers(1, 8))):
+        how = data.draw(id_sets)
+        if how == "all":
+            ids = list(range(n))
+        elif how == "run":
+            lo = data.draw(st.integers(0, n - 1))
+            ids = list(range(lo, data.draw(st.integers(lo + 1, n))))
+        else:
+            ids = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+        ops = [data.draw(st.sampled_from([Op.STEP, Op.STEP, Op.STEP_RESET, Op.RESET])) for _ in ids]
+        actions = [data.draw(st.integers(0, 2)) for _ in ids]
+        seeds = [data.draw(st.one_of(st.none(), st.integers(0, 99))) for _ in ids]
+        a = _run(fast, fast_buf, ids, ops, actions, seeds, compiled=True)
+        b = _run(slow, slow_buf, ids, ops, actions, seeds, compiled=False)
+        _same(a, b, fast_buf, slow_buf)
+
+
+@needs_compiled
+def test_dict_actions_are_read_through_the_codec_in_both_loops():
+    space = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(0, 1, (2,), np.float32)})
+    schedules = [["plain", "info", "terminate"]] * 3
+    fast, fast_buf = _runner(schedules, True, space)
+    slow, slow_buf = _runner(schedules, False, space)
+    for step in range(4):
+        actions = [{"a": (step + i) % 3, "b": np.full(2, 0.25 * i, np.float32)} for i in range(3)]
+        ops = [Op.STEP_RESET] * 3
+        a = _run(fast, fast_buf, [0, 1, 2], ops, actions, [None] * 3, True)
+        b = _run(slow, slow_buf, [0, 1, 2], ops, actions, [None] * 3, False)
+        _same(a, b, fast_buf, slow_buf)
+        row = fast_buf.final_obs if step % 3 == 2 else fast_buf.obs  # "terminate" resets
+        assert row[2, 1] == (step + 2) % 3 + 10 * 2 * 0.5  # the action reached the env
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_an_env_error_carries_the_envs_traceback(compiled):
+    if compiled and not compiled_runner():
+        pytest.skip("built without the C runner loop")
+    runner, buffers = _runner([["plain"], ["raise"], ["plain"]], compiled)
+    out = _run(runner, buffers, [0, 1, 2], [Op.STEP] * 3, [0, 1, 2], [None] * 3, compiled)
+    assert out.env_ids == [0, 2]
+    err = out.errors[1]
+    assert err.env_id == 1 and err.cause_type == "ValueError"
+    assert "boom at step 1" in err.message
+    assert "in step" in err.worker_traceback and "QuirkyEnv" not in err.message
+
+
+class Interrupting(QuirkyEnv):
+    def step(self, action):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_keyboard_interrupt_in_an_env_propagates(compiled):
+    if compiled and not compiled_runner():
+        pytest.skip("built without the C runner loop")
+    envs = [QuirkyEnv(["plain"]), Interrupting(["plain"])]
+    runner = EnvRunner(envs, 0)
+    buffers = Buffers.allocate(2, codec_for(envs[0].observation_space),
+                               codec_for(envs[0].action_space), lambda s, d: np.zeros(s, d), True)
+    with nullcontext() if compiled else python_loop():
+        runner.bind(buffers)
+        buffers.ops[:] = Op.STEP
+        with pytest.raises(KeyboardInterrupt):
+            runner.run([0, 1], None, Completion())
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread"])
+def test_pools_agree_with_gymnasium_whichever_loop_runs(executor):
+    """A pool over CartPole gives SyncVectorEnv's transitions with the C loop and without."""
+    def rollout():
+        with envhive.make("CartPole-v1", 5, executor=executor, seed=3) as env:
+            out = [env.reset(seed=3)[0]]
+            for t in range(60):
+                obs, rew, term, trunc, _ = env.step(np.arange(5) % 2 ^ (t % 3 == 0))
+                out += [obs, rew, term, trunc]
+        return out
+
+    ref = gym.make_vec("CartPole-v1", 5, vectorization_mode="sync")
+    want = [ref.reset(seed=3)[0]]
+    for t in range(60):
+        obs, rew, term, trunc, _ = ref.step(np.arange(5) % 2 ^ (t % 3 == 0))
+        want += [obs, rew, term, trunc]
+    ref.close()
+    with python_loop():
+        slow = rollout()
+    for got in (rollout(), slow):
+        for x, y in zip(got, want):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_ci_builds_the_compiled_loop():
+    """CI installs with a C compiler, so it must run (and test) the compiled loop."""
+    if not os.environ.get("CI"):
+        pytest.skip("only checked in CI, where a compiler is guaranteed")
+    assert compiled_runner(), "envhive.executors._runloop was not built"
