@@ -299,9 +299,9 @@ class EnvRunner:
         The loop only calls the envs and gathers their results in lists; its common case (a
         step returning a plain 5-tuple, no episode end to reset) runs in C when envhive was
         built with its compiled loop (:func:`compiled_runner`), and every other case in
-        Python, so an op means the same either way. Observations, rewards
-        and flags are then written with one numpy call each: per-slot numpy writes cost about
-        as much as a simple env's whole step. If the batched write cannot be made exactly (an
+        Python, so an op means the same either way. Observations, rewards and flags are then
+        written with one compiled call for a contiguous slice (or one numpy call each): per-slot
+        numpy writes cost about as much as a simple env's whole step. If the batched write cannot be made exactly (an
         observation of the wrong shape or dtype), each env's observation is written on its
         own, and the ones that do not fit become that env's error.
 

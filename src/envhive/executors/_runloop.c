@@ -59,18 +59,20 @@ fetch_exception(void)
 {
     /* The raised exception as an object with its traceback, or NULL (error still set) when it
      * is not an Exception: those propagate. */
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException(); /* carries its traceback */
+#else
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    if (value == NULL || !PyObject_IsInstance(value, PyExc_Exception)) {
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
     if (tb != NULL)
         PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
     return value;
+#endif
 }
 
 static PyObject *
@@ -122,15 +124,18 @@ step_slice(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             PyObject *call_args[2] = {actions, id};
             action = PyObject_Vectorcall(read, call_args, 2, NULL);
         }
-        if (action == NULL) { /* Python reads it again, inside its try, and reports it */
-            PyErr_Clear();
+        if (action == NULL) {
             Py_DECREF(env);
             Py_DECREF(id);
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL; /* KeyboardInterrupt & co. propagate */
+            PyErr_Clear(); /* Python reads it again, inside its try, and reports it */
             return stop_at(k, NOT_CALLED, NULL);
         }
-        PyObject *call_args[2] = {env, action};
+        /* Slot 0 is spare, so the call may borrow it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
+        PyObject *call_args[3] = {NULL, env, action};
         PyObject *result = PyObject_VectorcallMethod(
-            str_step, call_args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            str_step, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         Py_DECREF(action);
         Py_DECREF(env);
         if (result == NULL) {
