@@ -1,6 +1,6 @@
 """Build hook for the one C extension; all metadata lives in pyproject.toml.
 
-``envhive.executors._runloop`` is the C fast path of ``EnvRunner.run``. It is optional: when
+``envhive._runloop`` is the C fast path of ``EnvRunner.run``. It is optional: when
 it cannot be compiled (no C compiler), the install goes on and envhive runs the same loop in
 Python (``envhive.executors.compiled_runner()`` says which one is in use).
 """
@@ -10,8 +10,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "envhive.executors._runloop",
-            ["src/envhive/executors/_runloop.c"],
+            "envhive._runloop",
+            ["src/envhive/_runloop.c"],
             optional=True,
         )
     ]

@@ -1,4 +1,4 @@
-"""The compiled runner loop (``envhive.executors._runloop``) against the same loop in Python.
+"""The compiled runner loop (``envhive._runloop``) against the same loop in Python.
 
 ``EnvRunner.run`` hands its common case to C and finishes every other case in Python; when
 envhive is built without a C compiler, Python does it all. The two must write the same
@@ -22,9 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envhive
-from envhive._spaces import codec_for
-from envhive.executors import _base
-from envhive.executors._base import Buffers, Completion, EnvRunner, Op, compiled_runner
+from envhive import _runner as _base
+from envhive._buffers import Buffers, BufferSpec
+from envhive._ops import Op
+from envhive._report import Completion
+from envhive._runner import EnvRunner, compiled_runner
 
 needs_compiled = pytest.mark.skipif(not compiled_runner(), reason="built without the C runner loop")
 
@@ -122,8 +124,7 @@ def _runner(schedules, compiled: bool, action_space=None):
     runner = EnvRunner(envs, 0)
     n = len(envs)
     buffers = Buffers.allocate(
-        n, codec_for(envs[0].observation_space), codec_for(envs[0].action_space),
-        lambda shape, dtype: np.zeros(shape, dtype), True,
+        BufferSpec(n, envs[0].observation_space, envs[0].action_space, with_final_obs=True)
     )
     if compiled:
         runner.bind(buffers)
@@ -233,8 +234,7 @@ def test_keyboard_interrupt_in_an_env_propagates(compiled):
         pytest.skip("built without the C runner loop")
     envs = [QuirkyEnv(["plain"]), Interrupting(["plain"])]
     runner = EnvRunner(envs, 0)
-    buffers = Buffers.allocate(2, codec_for(envs[0].observation_space),
-                               codec_for(envs[0].action_space), lambda s, d: np.zeros(s, d), True)
+    buffers = Buffers.allocate(BufferSpec(2, envs[0].observation_space, envs[0].action_space, with_final_obs=True))
     with nullcontext() if compiled else python_loop():
         runner.bind(buffers)
         buffers.ops[:] = Op.STEP
@@ -270,7 +270,7 @@ def test_ci_builds_the_compiled_loop():
     """CI installs with a C compiler, so it must run (and test) the compiled loop."""
     if not os.environ.get("CI"):
         pytest.skip("only checked in CI, where a compiler is guaranteed")
-    assert compiled_runner(), "envhive.executors._runloop was not built"
+    assert compiled_runner(), "envhive._runloop was not built"
 
 
 SHARED_OBS = np.zeros(3, np.float32)
@@ -300,8 +300,7 @@ def test_the_compiled_loop_keeps_no_references():
     schedules = [["plain"], ["info", "plain"], ["plain", "terminate"], ["plain", "raise"]]
     envs = [SharedResultEnv(s) for s in schedules]
     runner = EnvRunner(envs, 0)
-    buffers = Buffers.allocate(4, codec_for(envs[0].observation_space),
-                               codec_for(envs[0].action_space), lambda s, d: np.zeros(s, d), True)
+    buffers = Buffers.allocate(BufferSpec(4, envs[0].observation_space, envs[0].action_space, with_final_obs=True))
     runner.bind(buffers)
     ids = [0, 1, 2, 3]
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from envhive._ops import Op
 from envhive.errors import ConfigError
-from envhive.executors._base import Op
 
 __all__ = ["AutoresetMode", "parse_autoreset", "plan_ops", "keeps_ended_state"]
 

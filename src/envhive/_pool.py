@@ -34,8 +34,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
+from envhive._buffers import Buffers, BufferSpec, as_index
 from envhive._infos import add_info, batch_infos
-from envhive._spaces import ArrayCodec, codec_for, tree_map
+from envhive._ops import Op
+from envhive._report import Completion, EnvFactory
+from envhive._spaces import ArrayCodec, tree_map
 from envhive.errors import (
     ActionError,
     ClosedError,
@@ -46,7 +49,7 @@ from envhive.errors import (
     SpaceMismatchError,
     WorkerDiedError,
 )
-from envhive.executors._base import Buffers, Completion, EnvFactory, Executor, Op, as_index
+from envhive.executors._protocol import Executor
 
 __all__ = ["Pool", "normalize_seeds"]
 
@@ -131,15 +134,12 @@ class Pool:
             self.props = first
             self.observation_space = first.observation_space
             self.action_space = first.action_space
-            obs_codec = codec_for(self.observation_space)
-            self._act_codec = codec_for(self.action_space)
-            self.buffers = Buffers.allocate(
-                n,
-                obs_codec,
-                self._act_codec,
-                executor.allocate,
+            spec = BufferSpec(
+                n, self.observation_space, self.action_space,
                 with_final_obs=autoreset is AutoresetMode.SAME_STEP,
             )
+            obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
+            self.buffers = Buffers.allocate(spec, executor.allocate)
             executor.bind(self.buffers)
         except BaseException:
             executor.close()

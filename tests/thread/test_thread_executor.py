@@ -231,18 +231,6 @@ def test_base_exception_in_a_worker_thread_does_not_kill_it():
         assert sorted(int(env.recv()[4]["env_id"][0]) for _ in range(2)) == [0, 1]
 
 
-def test_recv_timeout_loses_nothing():
-    ex = ThreadExecutor(1)
-    with envhive.make(lambda: SlowEnv(0, delay=0.3), 1, executor=ex) as env:
-        env.reset()
-        ex._state.slices[0].runner.buffers.ops[0] = 0  # STEP
-        ex.send(np.array([0]))
-        with pytest.raises(TimeoutError):
-            ex.recv(1, timeout=0.05)
-        done = ex.recv(1, timeout=5.0)
-        assert done.env_ids == [0] and not done.errors
-
-
 def test_factory_errors_like_serial():
     def bad():
         raise OSError("no display")

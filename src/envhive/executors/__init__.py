@@ -12,24 +12,18 @@ Examples:
 
 from __future__ import annotations
 
-import sys
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envhive._buffers import Buffers
+from envhive._ops import Op
+from envhive._report import Completion, EnvFactory, EnvProps
+from envhive._runner import EnvRunner, compiled_runner
 from envhive.errors import ConfigError
-from envhive.executors._base import (
-    Buffers,
-    Completion,
-    EnvFactory,
-    EnvProps,
-    EnvRunner,
-    Executor,
-    Op,
-    compiled_runner,
-)
 from envhive.executors._native import NativeExecutor
-from envhive.executors._process import ProcessExecutor, default_start_method
+from envhive.executors._protocol import Executor
 from envhive.executors._serial import SerialExecutor
 from envhive.executors._thread import ThreadExecutor
 
@@ -167,6 +161,30 @@ register_executor(
 )
 # "auto" does not pick processes yet: for cheap envs a worker round trip costs more than the
 # step it runs. Ask for them by name, or pass ProcessExecutor(...) for its options.
-register_executor(
-    ExecutorEntry("process", lambda n, w: ProcessExecutor(w), -10, lambda: sys.platform != "win32")
-)
+
+
+def _process_available() -> bool:
+    # POSIX shared memory and semaphores; imported lazily so that `import envhive` works where
+    # the process executor cannot run (it is then only unavailable).
+    try:
+        importlib.import_module("envhive.executors._process")
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+def _build_process(n: int, w: int | None) -> Executor:
+    from envhive.executors._process import ProcessExecutor
+
+    return ProcessExecutor(w)
+
+
+register_executor(ExecutorEntry("process", _build_process, -10, _process_available))
+
+
+def __getattr__(name: str) -> Any:
+    # ProcessExecutor and default_start_method are imported on first use (see above).
+    if name in ("ProcessExecutor", "default_start_method"):
+        module = importlib.import_module("envhive.executors._process")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,8 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from envhive._buffers import Buffers
+from envhive._report import Completion, EnvFactory, EnvProps
 from envhive.errors import ConfigError
-from envhive.executors._base import Buffers, Completion, EnvFactory, EnvProps, Executor
+from envhive.executors._protocol import Executor
 
 __all__ = ["NativeExecutor", "is_native_factory"]
 
@@ -111,7 +113,7 @@ class NativeExecutor(Executor):
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._engine.run(env_ids.astype(np.int64, copy=False), options, self._done)
 
-    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+    def recv(self, min_count: int) -> Completion:
         # Every sent op already ran inside send(): hand over all of them.
         done, self._done = self._done, Completion()
         return done

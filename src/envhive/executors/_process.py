@@ -31,6 +31,10 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from envhive._buffers import Buffers
+from envhive._ops import Op
+from envhive._report import Completion, EnvFactory, EnvProps, env_props
+from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
     ClosedError,
     ConfigError,
@@ -38,17 +42,7 @@ from envhive.errors import (
     StepTimeoutError,
     WorkerDiedError,
 )
-from envhive.executors._base import (
-    Buffers,
-    Completion,
-    EnvFactory,
-    EnvProps,
-    EnvRunner,
-    Executor,
-    Op,
-    build_envs,
-    env_props,
-)
+from envhive.executors._protocol import Executor
 from envhive.executors._shm import SharedArena
 from envhive.executors._worker import (
     CMD_CALL,
@@ -381,8 +375,7 @@ class ProcessExecutor(Executor):
         self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
         self._act_objects = object_leaves(buffers.actions)
         self._bind_payload = cloudpickle.dumps(("bind", (
-            n, self._num_slices, buffers.obs_codec.space, buffers.act_codec.space,
-            buffers.final_obs is not None, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
+            self._num_slices, buffers.spec, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
         )))
         if self._inline is not None:
             self._inline.bind(buffers)
@@ -456,7 +449,7 @@ class ProcessExecutor(Executor):
         wk.sent_at = time.monotonic()
         wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
 
-    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+    def recv(self, min_count: int) -> Completion:
         self._check_usable()
         out = Completion()
         got = 0
@@ -472,7 +465,7 @@ class ProcessExecutor(Executor):
             self._inline.run(ids, options, out)
             got += len(out.env_ids) + len(out.errors) - before
         while got < min_count and any(wk.busy is not None for wk in self._state.workers):
-            for wk in self._wait_some(timeout):
+            for wk in self._wait_some(None):
                 got += self._collect_and_refill(wk, out)
         return out
 

@@ -7,16 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from envhive.executors._base import (
-    Buffers,
-    Completion,
-    EnvFactory,
-    EnvProps,
-    EnvRunner,
-    Executor,
-    build_envs,
-    env_props,
-)
+from envhive._buffers import Buffers
+from envhive._report import Completion, EnvFactory, EnvProps, env_props
+from envhive._runner import EnvRunner, build_envs
+from envhive.executors._protocol import Executor
 
 __all__ = ["SerialExecutor"]
 
@@ -55,7 +49,7 @@ class SerialExecutor(Executor):
         assert self._runner is not None
         self._runner.run(env_ids.tolist(), options, self._done)
 
-    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+    def recv(self, min_count: int) -> Completion:
         # Every sent op already ran inside send(): hand over all of them.
         done, self._done = self._done, Completion()
         return done

@@ -49,6 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from envhive._buffers import Buffers
+from envhive._report import Completion, EnvFactory, EnvProps, env_props
+from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
     ClosedError,
     ConfigError,
@@ -56,16 +59,7 @@ from envhive.errors import (
     PendingCallError,
     WorkerDiedError,
 )
-from envhive.executors._base import (
-    Buffers,
-    Completion,
-    EnvFactory,
-    EnvProps,
-    EnvRunner,
-    Executor,
-    build_envs,
-    env_props,
-)
+from envhive.executors._protocol import Executor
 
 __all__ = ["ThreadExecutor"]
 
@@ -336,12 +330,13 @@ class ThreadExecutor(Executor):
                 sl.asleep = False
                 sl.wake.release()
 
-    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
+    def recv(self, min_count: int) -> Completion:
         self._check_usable()
         state = self._state
         taken: list[Completion] = []
         got = 0
-        deadline = None if timeout is None else time.monotonic() + timeout
+        timeout: float | None = None  # TODO(worker core): drop the timeout plumbing below
+        deadline = None
         while True:
             steal: _Slice | None = None
             job: Job = ([], None)

@@ -23,9 +23,11 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from envhive._spaces import codec_for, tree_leaves
+from envhive._buffers import Buffers
+from envhive._report import Completion, env_props
+from envhive._runner import EnvRunner, build_envs
+from envhive._spaces import tree_leaves
 from envhive.errors import EnvhiveError, EnvWorkerError
-from envhive.executors._base import Buffers, Completion, EnvRunner, build_envs, env_props
 from envhive.executors._shm import ArraySpec, attach_arrays
 
 __all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "SpinPolicy", "worker_main", "object_leaves"]
@@ -194,11 +196,9 @@ def _serve(
 ) -> None:
     tag, payload = cloudpickle.loads(conn.recv_bytes())
     assert tag == "bind"
-    num_envs, num_workers, obs_space, act_space, with_final, buffer_specs, ctrl_specs = payload
-    ctrl = Control.allocate(num_workers, num_envs, _attacher(ctrl_specs))
-    buffers = Buffers.allocate(
-        num_envs, codec_for(obs_space), codec_for(act_space), _attacher(buffer_specs), with_final
-    )
+    num_workers, spec, buffer_specs, ctrl_specs = payload
+    ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
+    buffers = Buffers.allocate(spec, _attacher(buffer_specs))
     runner.bind(buffers)
     obs_objects = object_leaves(buffers.obs)
     final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []

@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from envhive._buffers import Buffers
+from envhive._ops import Op
+from envhive._report import Completion, EnvProps
 from envhive.errors import ConfigError, EnvWorkerError
-from envhive.executors._base import Buffers, Completion, EnvProps, Op
 from envhive.kernels._kernel import Binding, Kernel
 
 __all__ = ["KernelEngine", "StepAll"]

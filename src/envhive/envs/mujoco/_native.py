@@ -44,6 +44,10 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive._buffers import Buffers
+from envhive._ops import Op
+from envhive._report import Completion, env_error, env_props
+from envhive._runner import EnvRunner
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._families import (
     _D,
@@ -57,7 +61,6 @@ from envhive.envs.mujoco._families import (
     native_family,
 )
 from envhive.errors import ConfigError
-from envhive.executors._base import Buffers, Completion, EnvRunner, Op, env_error, env_props
 
 __all__ = ["MujocoEngine", "build_driver"]
 

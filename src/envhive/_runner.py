@@ -1,89 +1,52 @@
-"""The executor interface: the one primitive every way of running envs implements.
+"""The Python runner of ops: one slice of gymnasium envs, stepped into the pool's buffers.
 
-An executor runs envs and writes their raw transitions into buffers the pool owns. It never
-knows about autoreset modes: the pool tells it, per env, which *op* to perform and turns the raw
-transitions into next_step / same_step / disabled semantics. That is what makes every executor
-identical by construction.
+Serial, thread and process executors (and any future remote worker) run Python envs through
+:class:`EnvRunner`, which performs each env's op exactly as ``envhive._ops`` defines it. Its
+common case runs in C (``envhive._runloop``, an optional extension built at install); every
+other case in Python, so an op means the same either way.
 
-The ops:
-
-* ``STEP``: ``env.step(action)``; write obs, reward, terminated, truncated; keep the info.
-* ``RESET``: ``env.reset(seed=..., options=...)``; write obs, reward 0, flags False.
-* ``STEP_RESET``: step; if the episode ended, write the terminal obs into ``final_obs``, keep
-  the step info as the final info, then reset and write the reset obs into ``obs``. One round
-  trip instead of two, which matters once envs live in other processes.
-
-Life cycle: ``launch(factories)`` builds the envs and reports their spaces; the pool checks
-them, allocates :class:`Buffers` with ``executor.allocate`` and calls ``bind``; then any number
-of ``send``/``recv``; finally ``close``.
+Examples:
+    >>> import gymnasium as gym
+    >>> from envhive._buffers import Buffers, BufferSpec
+    >>> from envhive._report import Completion
+    >>> envs = build_envs([lambda: gym.make("CartPole-v1")] * 2, first_id=0)
+    >>> runner = EnvRunner(envs, first_id=0)
+    >>> b = Buffers.allocate(BufferSpec(2, envs[0].observation_space, envs[0].action_space))
+    >>> runner.bind(b)
+    >>> b.ops[:] = 1  # RESET
+    >>> out = Completion()
+    >>> runner.run([0, 1], None, out)
+    >>> out.env_ids
+    [0, 1]
+    >>> runner.close()
 """
 
 from __future__ import annotations
 
-import enum
 import importlib
 import traceback
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from envhive._spaces import ArrayCodec, Codec, Tree
+from envhive._buffers import Buffers, as_index
+from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
+from envhive._report import Completion, EnvFactory, env_error
+from envhive._spaces import ArrayCodec, Tree
 from envhive.errors import ConfigError, EnvWorkerError
 
-__all__ = [
-    "Op",
-    "EnvProps",
-    "Buffers",
-    "Completion",
-    "EnvRunner",
-    "Executor",
-    "EnvFactory",
-    "as_index",
-    "build_env",
-    "build_envs",
-    "env_props",
-]
+__all__ = ["EnvRunner", "build_env", "build_envs", "compiled_runner"]
 
-EnvFactory = Callable[[], gym.Env]
-
-
-class Op(enum.IntEnum):
-    """What an executor does to one env on ``send`` (see the module docstring)."""
-
-    STEP = 0
-    RESET = 1
-    STEP_RESET = 2
-
-
-def as_index(ids: list[int]) -> slice | list[int]:
-    """A slice when ``ids`` is an ascending contiguous run, else ``ids`` itself.
-
-    numpy indexing with a slice is several times cheaper than with a list, and sync calls
-    always address a contiguous run of envs.
-
-    Examples:
-        >>> as_index([2, 3, 4]), as_index([3, 2])
-        (slice(2, 5, None), [3, 2])
-    """
-    n = len(ids)
-    if n and ids[-1] - ids[0] + 1 == n and (n == 1 or ids == list(range(ids[0], ids[-1] + 1))):
-        return slice(ids[0], ids[-1] + 1)
-    return ids
-
-
-# Plain ints for the hot loop: comparing numpy/int values with IntEnum members is slow.
-_STEP, _RESET, _STEP_RESET = int(Op.STEP), int(Op.RESET), int(Op.STEP_RESET)
+_RESET, _STEP_RESET = RESET, STEP_RESET
 # Observations up to this size (bytes per env) are written to the buffers as one batch.
 _STACK_OBS_BYTES = 4096
 
 # What the C fast path did with the env it stopped at (see _runloop.c).
 _NOT_CALLED, _RETURNED, _RAISED = 0, 1, 2
 try:
-    _runloop: Any = importlib.import_module("envhive.executors._runloop")
+    _runloop: Any = importlib.import_module("envhive._runloop")
 except ImportError:  # built without a C compiler: every env takes the Python path
     _runloop = None
 _step_slice: Callable[..., tuple[int, int, Any]] | None = getattr(_runloop, "step_slice", None)
@@ -102,98 +65,6 @@ def compiled_runner() -> bool:
     """
     return _step_slice is not None
 
-
-@dataclass
-class EnvProps:
-    """What the pool needs to know about one built env."""
-
-    observation_space: gym.Space
-    action_space: gym.Space
-    metadata: dict[str, Any]
-    render_mode: str | None
-    spec: Any = None
-
-
-@dataclass
-class Buffers:
-    """The arrays the pool owns and executors write into, one slot per env.
-
-    ``ops``, ``seeds`` and ``has_seed`` are the command block the pool fills before ``send``;
-    ``actions`` holds the actions of the envs being stepped. ``final_obs`` exists only when the
-    pool may issue ``STEP_RESET``.
-    """
-
-    obs_codec: Codec
-    act_codec: Codec
-    obs: Tree
-    final_obs: Tree | None
-    actions: Tree
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    ops: np.ndarray
-    seeds: np.ndarray
-    has_seed: np.ndarray
-
-    @classmethod
-    def allocate(
-        cls,
-        n: int,
-        obs_codec: Codec,
-        act_codec: Codec,
-        alloc: Callable[[tuple[int, ...], np.dtype], np.ndarray],
-        with_final_obs: bool,
-    ) -> Buffers:
-        """Allocate every array for ``n`` envs with ``alloc`` (numpy or shared memory)."""
-        return cls(
-            obs_codec=obs_codec,
-            act_codec=act_codec,
-            obs=obs_codec.allocate(n, alloc),
-            final_obs=obs_codec.allocate(n, alloc) if with_final_obs else None,
-            actions=act_codec.allocate(n, alloc),
-            reward=alloc((n,), np.dtype(np.float64)),
-            terminated=alloc((n,), np.dtype(np.bool_)),
-            truncated=alloc((n,), np.dtype(np.bool_)),
-            ops=alloc((n,), np.dtype(np.int8)),
-            seeds=alloc((n,), np.dtype(np.int64)),
-            has_seed=alloc((n,), np.dtype(np.bool_)),
-        )
-
-
-@dataclass
-class Completion:
-    """What ``Executor.recv`` reports: which envs finished their op, and their side data.
-
-    Attributes:
-        env_ids: envs whose op finished, in completion order.
-        infos: the non-empty info dicts (the reset info after a RESET, or after a STEP_RESET
-            that ended an episode; the step info otherwise).
-        final_infos: for STEP_RESET ops that ended an episode: the step's info (maybe empty).
-        errors: envs whose op raised; their slots hold no valid transition.
-    """
-
-    env_ids: list[int] = field(default_factory=list)
-    infos: dict[int, dict[str, Any]] = field(default_factory=dict)
-    final_infos: dict[int, dict[str, Any]] = field(default_factory=dict)
-    errors: dict[int, EnvWorkerError] = field(default_factory=dict)
-
-    def extend(self, other: Completion) -> None:
-        """Append another completion's results to this one."""
-        self.env_ids.extend(other.env_ids)
-        self.infos.update(other.infos)
-        self.final_infos.update(other.final_infos)
-        self.errors.update(other.errors)
-
-
-def env_error(call: str, err: Exception, env_id: int) -> EnvWorkerError:
-    """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``) raised
-    ``err``; call it inside the ``except`` block (it records the traceback)."""
-    return EnvWorkerError(
-        f"{call}() raised {type(err).__name__}: {err}",
-        env_id=env_id,
-        worker_traceback=traceback.format_exc(),
-        cause_type=type(err).__name__,
-    )
 
 
 def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
@@ -241,17 +112,6 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
                 pass
         raise
     return envs
-
-
-def env_props(env: gym.Env) -> EnvProps:
-    """Read what the pool needs from a built env."""
-    return EnvProps(
-        observation_space=env.observation_space,
-        action_space=env.action_space,
-        metadata=dict(env.metadata),
-        render_mode=env.render_mode,
-        spec=env.spec,
-    )
 
 
 class EnvRunner:
@@ -356,7 +216,7 @@ class EnvRunner:
                 if op == _RESET:
                     seed = int(b.seeds[i]) if b.has_seed[i] else None
                     obs, info = env.reset(seed=seed, options=options)
-                    reward, term, trunc = 0.0, False, False
+                    reward, term, trunc = RESET_REWARD, False, False
                 else:
                     if kind == _NOT_CALLED:
                         result = env.step(actions[i] if act_array else read(actions, i))
@@ -365,7 +225,7 @@ class EnvRunner:
                     else:
                         result = got
                     obs, reward, term, trunc, info = result
-                    if op == _STEP_RESET and (term or trunc):
+                    if op == _STEP_RESET and resets_in_op(op, term, trunc):
                         self._write(b.final_obs, i, obs, "step")
                         final_infos[i] = info
                         obs, info = env.reset()
@@ -501,80 +361,3 @@ class EnvRunner:
                 pass
         self.envs = []
 
-
-class Executor(ABC):
-    """How a pool's envs are run. Subclass this to add a way of running envs.
-
-    Implementations must: build the envs in ``launch`` (inside workers, where they have
-    workers), write raw transitions straight into the bound buffers, and report completions.
-    They must not implement autoreset: ops come from the pool.
-    """
-
-    #: The name used in ``envhive.make(executor=...)`` and in ``repr`` of a pool.
-    name: ClassVar[str] = "abstract"
-
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """Allocate one buffer array (override to place buffers in shared memory)."""
-        return np.zeros(shape, dtype=dtype)
-
-    @abstractmethod
-    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
-        """Build one env per factory and return their properties, in env order."""
-
-    @abstractmethod
-    def bind(self, buffers: Buffers) -> None:
-        """Attach the pool's buffers (allocated with :meth:`allocate`)."""
-
-    @abstractmethod
-    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        """Start the ops written in ``buffers.ops`` for ``env_ids``; may return before they end."""
-
-    @abstractmethod
-    def recv(self, min_count: int, timeout: float | None = None) -> Completion:
-        """Wait until at least ``min_count`` sent ops have finished and report every finished one.
-
-        Each finished op is reported exactly once.
-        """
-
-    @abstractmethod
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """Call (or read) an attribute on every env; results in env order."""
-
-    @abstractmethod
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
-        """Set an attribute on every env (one value per env)."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release every env, worker and buffer. Must be idempotent."""
-
-    def describe(self) -> str:
-        """A short text for ``repr`` (e.g. ``"process, 4 workers"``)."""
-        return self.name
-
-    #: Executors that can run a whole sync step inline, with no per-env Python, set this to
-    #: a method ``step_all(actions) -> (bad, done, step_infos, reset_infos)``: run the ops in
-    #: ``buffers.ops`` for every env, taking env ``i``'s action from ``actions[i]`` (the
-    #: caller's batch, dtype and shape checked, values not). ``bad`` is ``-1``, or the first
-    #: env whose action is outside the action space (then nothing ran); ``done`` counts the
-    #: stepped envs whose episode ended; ``step_infos`` is the step infos of every env batched
-    #: as gymnasium batches them (``None``: the envs have no step infos); ``reset_infos`` maps
-    #: the envs reset by this call to their non-empty reset infos (``None``: none). The ops
-    #: finish inside the call, with no errors. The pool then skips the send/recv bookkeeping
-    #: (see ``Pool._step_inline``).
-    step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
-
-    #: Executors that can run a sync call over every env faster as one fused command than as
-    #: ``send`` + ``recv`` set this to a method ``run_all(options) -> Completion``: run the op
-    #: in ``buffers.ops`` of every env, wait for all of them, and report each env exactly once
-    #: (in ``env_ids`` or ``errors``). The pool calls it only with nothing in flight.
-    run_all: Callable[[dict[str, Any] | None], Completion] | None = None
-
-    def _claim(self) -> None:
-        """Call at the start of ``launch``: one executor instance serves one pool."""
-        if getattr(self, "_claimed", False):
-            raise ConfigError(
-                f"this {type(self).__name__} already runs a pool; pass a new instance to each "
-                "envhive.make() call"
-            )
-        self._claimed = True

@@ -1,4 +1,4 @@
-/* envhive.executors._runloop: the fast path of EnvRunner.run, in C.
+/* envhive._runloop: the fast path of EnvRunner.run, in C.
  *
  * EnvRunner.run steps a slice of envs and gathers their results in lists. For a simple env
  * (CartPole) the Python bytecode around each env.step call costs ~0.7 us, about an eighth of
@@ -284,15 +284,15 @@ write_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"step_slice", (PyCFunction)(void (*)(void))step_slice, METH_FASTCALL,
      "step_slice(envs, ops, ids, actions, read, start, obs_list, rewards, terms, truncs, "
-     "infos) -> (k, kind, got)\n\nThe fast path of EnvRunner.run; see envhive/executors/_base.py."},
+     "infos) -> (k, kind, got)\n\nThe fast path of EnvRunner.run; see envhive/_runner.py."},
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL,
      "write_rows(start, obs_buf, obs_list, reward_buf, rewards, term_buf, terms, trunc_buf, "
-     "truncs, ndarray) -> stages written (0-2)\n\nSee envhive/executors/_base.py."},
+     "truncs, ndarray) -> stages written (0-2)\n\nSee envhive/_runner.py."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "envhive.executors._runloop",
+    PyModuleDef_HEAD_INIT, "envhive._runloop",
     "The fast path of EnvRunner.run, in C (private).", -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,0 +1,188 @@
+"""The pool's buffers, allocated from a layout spec: one array per leaf, one row per env.
+
+:class:`BufferSpec` says what to allocate: the spaces (their codecs give the per-leaf arrays),
+whether ``final_obs`` rows exist (only when the pool may plan STEP_RESET), the shape of one
+env's reward (``()`` for one agent; ``(num_agents,)`` gives every env an agent axis), and the
+array namespace and device the front end hands out. Executors supply the allocator (numpy
+arrays in process, shared-memory arrays for process workers), so a torch or multi-agent buffer
+is a choice of spec, not a new code path: the host arrays are always numpy (shared memory must
+be), and :meth:`Buffers.views` turns them into zero-copy tensors of the spec's namespace.
+
+Examples:
+    >>> from gymnasium import spaces
+    >>> spec = BufferSpec(4, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), reward_shape=(2,))
+    >>> b = Buffers.allocate(spec)
+    >>> b.obs.shape, b.reward.shape, b.final_obs is None
+    ((4, 3), (4, 2), True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envhive._spaces import Codec, Tree, codec_for
+from envhive.errors import ConfigError
+
+__all__ = ["BufferSpec", "Buffers", "as_index", "NAMESPACES"]
+
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+#: Array namespaces a spec may name.
+NAMESPACES = ("numpy", "torch")
+
+
+def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.zeros(shape, dtype=dtype)
+
+
+def as_index(ids: list[int]) -> slice | list[int]:
+    """A slice when ``ids`` is an ascending contiguous run, else ``ids`` itself.
+
+    numpy indexing with a slice is several times cheaper than with a list, and sync calls
+    always address a contiguous run of envs.
+
+    Examples:
+        >>> as_index([2, 3, 4]), as_index([3, 2])
+        (slice(2, 5, None), [3, 2])
+    """
+    n = len(ids)
+    if n and ids[-1] - ids[0] + 1 == n and (n == 1 or ids == list(range(ids[0], ids[-1] + 1))):
+        return slice(ids[0], ids[-1] + 1)
+    return ids
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """What a pool's buffers hold; picklable, so a worker rebuilds the same layout.
+
+    Attributes:
+        num_envs: rows.
+        observation_space: one env's observation space.
+        action_space: one env's action space.
+        with_final_obs: allocate ``final_obs`` rows (the pool may plan STEP_RESET).
+        reward_shape: one env's reward shape: ``()``, or ``(num_agents,)`` for an agent axis.
+        namespace: the array type front ends hand out: ``"numpy"`` or ``"torch"``.
+        device: where the handed-out arrays live (``None``: the host; torch only).
+    """
+
+    num_envs: int
+    observation_space: gym.Space
+    action_space: gym.Space
+    with_final_obs: bool = False
+    reward_shape: tuple[int, ...] = ()
+    namespace: str = "numpy"
+    device: str | None = None
+    _codecs: list[Codec] = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.namespace not in NAMESPACES:
+            raise ConfigError(f"array namespace: expected one of {NAMESPACES}, got {self.namespace!r}")
+        if self.device is not None and self.namespace == "numpy":
+            raise ConfigError(f"device={self.device!r} needs namespace 'torch' (numpy arrays live on the host)")
+        shape = tuple(self.reward_shape)
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in shape):
+            raise ConfigError(f"reward_shape: expected a tuple of positive ints, got {self.reward_shape!r}")
+
+    @property
+    def obs_codec(self) -> Codec:
+        """The observation space's codec (built once per spec)."""
+        return self._codec(0, self.observation_space)
+
+    @property
+    def act_codec(self) -> Codec:
+        """The action space's codec (built once per spec)."""
+        return self._codec(1, self.action_space)
+
+    def _codec(self, k: int, space: gym.Space) -> Codec:
+        codecs = self._codecs
+        if not codecs:
+            codecs.extend([codec_for(self.observation_space), codec_for(self.action_space)])
+        return codecs[k]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_codecs"] = []  # rebuilt where unpickled
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+@dataclass
+class Buffers:
+    """The arrays the pool owns and executors write into, one row per env.
+
+    ``ops``, ``seeds`` and ``has_seed`` are the command block the pool fills before ``send``;
+    ``actions`` holds the actions of the envs being stepped. ``final_obs`` exists only when the
+    pool may issue ``STEP_RESET`` (``spec.with_final_obs``).
+    """
+
+    spec: BufferSpec
+    obs_codec: Codec
+    act_codec: Codec
+    obs: Tree
+    final_obs: Tree | None
+    actions: Tree
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    ops: np.ndarray
+    seeds: np.ndarray
+    has_seed: np.ndarray
+
+    @classmethod
+    def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros) -> Buffers:
+        """Allocate every array of ``spec`` with ``alloc`` (numpy or shared memory).
+
+        The order of ``alloc`` calls is fixed, so a worker calling this with an allocator that
+        maps the parent's segments in order rebuilds the identical layout.
+        """
+        n, obs_codec, act_codec = spec.num_envs, spec.obs_codec, spec.act_codec
+        return cls(
+            spec=spec,
+            obs_codec=obs_codec,
+            act_codec=act_codec,
+            obs=obs_codec.allocate(n, alloc),
+            final_obs=obs_codec.allocate(n, alloc) if spec.with_final_obs else None,
+            actions=act_codec.allocate(n, alloc),
+            reward=alloc((n, *spec.reward_shape), np.dtype(np.float64)),
+            terminated=alloc((n,), np.dtype(np.bool_)),
+            truncated=alloc((n,), np.dtype(np.bool_)),
+            ops=alloc((n,), np.dtype(np.int8)),
+            seeds=alloc((n,), np.dtype(np.int64)),
+            has_seed=alloc((n,), np.dtype(np.bool_)),
+        )
+
+    def views(self, tree: Tree) -> Tree:
+        """``tree`` (arrays of these buffers) in the spec's namespace: zero-copy on the host.
+
+        numpy: ``tree`` itself. torch: ``torch.from_numpy`` views sharing the buffers' memory
+        (object leaves stay numpy: tensors cannot hold Python objects).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(2, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.views(b.obs) is b.obs
+            True
+        """
+        if self.spec.namespace == "numpy":
+            return tree
+        from envhive._spaces import tree_map
+
+        torch = _torch()
+        return tree_map(lambda a: a if a.dtype == object else torch.from_numpy(a), tree)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ConfigError(
+            "namespace='torch' needs PyTorch: pip install 'envhive[torch]' (or torch)"
+        ) from None
+    return torch

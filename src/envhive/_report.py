@@ -1,0 +1,88 @@
+"""What runners and engines report to the pool: env properties and finished ops.
+
+Kept apart from executors and engines (both import it; it imports neither), so a compiled
+engine, a worker core and the pool can all speak it without import cycles.
+
+Examples:
+    >>> done = Completion(env_ids=[0, 1], infos={1: {"lives": 3}})
+    >>> more = Completion(env_ids=[2])
+    >>> done.extend(more)
+    >>> done.env_ids
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from envhive.errors import EnvWorkerError
+
+__all__ = ["EnvFactory", "EnvProps", "Completion", "env_error", "env_props"]
+
+EnvFactory = Callable[[], gym.Env]
+
+
+@dataclass
+class EnvProps:
+    """What the pool needs to know about one built env."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    metadata: dict[str, Any]
+    render_mode: str | None
+    spec: Any = None
+
+
+
+@dataclass
+class Completion:
+    """What ``Executor.recv`` reports: which envs finished their op, and their side data.
+
+    Attributes:
+        env_ids: envs whose op finished, in completion order.
+        infos: the non-empty info dicts (the reset info after a RESET, or after a STEP_RESET
+            that ended an episode; the step info otherwise).
+        final_infos: for STEP_RESET ops that ended an episode: the step's info (maybe empty).
+        errors: envs whose op raised; their slots hold no valid transition.
+    """
+
+    env_ids: list[int] = field(default_factory=list)
+    infos: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final_infos: dict[int, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[int, EnvWorkerError] = field(default_factory=dict)
+
+    def extend(self, other: Completion) -> None:
+        """Append another completion's results to this one."""
+        self.env_ids.extend(other.env_ids)
+        self.infos.update(other.infos)
+        self.final_infos.update(other.final_infos)
+        self.errors.update(other.errors)
+
+
+
+def env_error(call: str, err: Exception, env_id: int) -> EnvWorkerError:
+    """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``) raised
+    ``err``; call it inside the ``except`` block (it records the traceback)."""
+    return EnvWorkerError(
+        f"{call}() raised {type(err).__name__}: {err}",
+        env_id=env_id,
+        worker_traceback=traceback.format_exc(),
+        cause_type=type(err).__name__,
+    )
+
+
+
+def env_props(env: gym.Env) -> EnvProps:
+    """Read what the pool needs from a built env."""
+    return EnvProps(
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        metadata=dict(env.metadata),
+        render_mode=env.render_mode,
+        spec=env.spec,
+    )
