@@ -18,7 +18,7 @@ MODULES = sorted(
 )
 # Modules whose docstrings must contain examples (a doctest run on them must not be empty).
 MUST_HAVE_EXAMPLES = {
-    "envhive", "envhive._make", "envhive._registry", "envhive._vector_env", "envhive._pool",
+    "envhive", "envhive._make", "envhive._registry", "envhive.frontends._gymnasium", "envhive.frontends._dm_env", "envhive._batch", "envhive._infos", "envhive._pool",
     "envhive._spaces", "envhive._autoreset", "envhive._infos", "envhive.errors",
     "envhive.executors", "envhive.testing",
 }

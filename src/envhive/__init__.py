@@ -20,7 +20,6 @@ from gymnasium.vector import AutoresetMode
 from envhive import _gym_register, _registry
 from envhive._make import make
 from envhive._registry import list_envs, register
-from envhive._vector_env import VectorEnv
 from envhive.errors import (
     ActionError,
     ClosedError,
@@ -36,6 +35,7 @@ from envhive.errors import (
     UnknownEnvError,
     WorkerDiedError,
 )
+from envhive.frontends._gymnasium import VectorEnv
 
 __version__ = "0.1.0"
 

@@ -1,23 +1,38 @@
-"""Batching of per-env ``info`` dicts into gymnasium's vector-info layout.
+"""Infos in columns: per-env ``info`` dicts batched into one typed column per key.
 
-gymnasium's vector envs turn each env's ``info`` into arrays with one slot per env, plus a
-boolean mask ``_key`` telling which envs set ``key``; nested dicts recurse and ``final_obs`` is
-kept as an object array of single-env observations. envhive reproduces that layout exactly so
-that code written for gymnasium's vector envs reads envhive infos unchanged.
+A batch's infos are a mapping ``key -> Column(values, mask)``: ``values`` has one slot per row
+(a typed array for numbers and arrays, an object array for anything else, or nested columns
+for a nested dict) and ``mask`` says which rows reported the key. This is the pool's neutral
+form; each front end lays it out its own way (the gymnasium front end turns each column into
+``key`` plus a ``_key`` mask, as gymnasium's vector envs do). The slot type follows
+gymnasium's rules exactly (decided by the first row that reports the key), so the gymnasium
+layout built from these columns is bit-identical to gymnasium's.
 
 Examples:
-    >>> infos = add_info({}, {"lives": 3}, 1, 3)
-    >>> infos["lives"].tolist(), infos["_lives"].tolist()
+    >>> cols = add_info({}, {"lives": 3}, 1, 3)
+    >>> cols["lives"].values.tolist(), cols["lives"].mask.tolist()
     ([0, 3, 0], [False, True, False])
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["add_info", "batch_infos"]
+__all__ = ["Column", "InfoColumns", "add_info", "batch_infos", "column_rows", "take_rows"]
+
+
+class Column(NamedTuple):
+    """One info key over a batch: a value slot and a reported flag per row."""
+
+    #: ``(rows, ...)`` typed array, ``(rows,)`` object array, or nested columns (a dict info).
+    values: np.ndarray | InfoColumns
+    #: ``(rows,)`` bool: which rows reported the key.
+    mask: np.ndarray
+
+
+InfoColumns = dict[str, Column]
 
 _SCALAR_TYPES = (int, float, bool)
 
@@ -31,64 +46,57 @@ def _new_slot_array(value: Any, n: int) -> np.ndarray:
     return np.full(n, None, dtype=object)
 
 
-def add_info(infos: dict[str, Any], info: dict[str, Any], i: int, n: int) -> dict[str, Any]:
-    """Merge env ``i``'s ``info`` into the batched ``infos`` of ``n`` slots (in place).
+def add_info(infos: InfoColumns, info: dict[str, Any], i: int, n: int) -> InfoColumns:
+    """Merge row ``i``'s ``info`` into the columns ``infos`` of ``n`` rows (in place).
 
     Args:
-        infos: the batched infos so far (mutated and returned).
+        infos: the columns so far (mutated and returned).
         info: one env's info dict.
-        i: the slot (batch position) of that env.
-        n: the number of slots in the batch.
+        i: the row of that env.
+        n: the number of rows in the batch.
 
     Returns:
         ``infos``, updated.
 
     Examples:
-        >>> infos = add_info({}, {"final_obs": np.zeros(2)}, 0, 2)
-        >>> infos["final_obs"].dtype, infos["_final_obs"].tolist()
-        (dtype('O'), [True, False])
+        >>> cols = add_info({}, {"pos": np.zeros(2), "tag": "a"}, 0, 2)
+        >>> cols["pos"].values.shape, cols["tag"].values.dtype, cols["tag"].mask.tolist()
+        ((2, 2), dtype('O'), [True, False])
     """
     for key, value in info.items():
-        if key == "final_obs":
-            array = infos.get(key)
-            if array is None:
-                array = np.full(n, None, dtype=object)
-            array[i] = value
-        elif isinstance(value, dict):
-            array = add_info(infos.get(key, {}), value, i, n)
+        col = infos.get(key)
+        if isinstance(value, dict):
+            nested = add_info(col.values if col is not None else {}, value, i, n)  # type: ignore[arg-type]
+            if col is None:
+                col = Column(nested, np.zeros(n, dtype=np.bool_))
         else:
-            array = infos.get(key)
-            if array is None:
-                array = _new_slot_array(value, n)
-            array[i] = value
-        mask = infos.get(f"_{key}")
-        if mask is None:
-            mask = np.zeros(n, dtype=np.bool_)
-        mask[i] = True
-        infos[key] = array
-        infos[f"_{key}"] = mask
+            if col is None:
+                col = Column(_new_slot_array(value, n), np.zeros(n, dtype=np.bool_))
+            col.values[i] = value  # type: ignore[index]
+        col.mask[i] = True
+        infos[key] = col
     return infos
 
 
-def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
+def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> InfoColumns:
     """Batch several envs' infos at once: the same result as ``add_info`` for each in order.
 
     Keys whose values are Python or numpy scalars (the common case: reward terms, positions,
     counters) are gathered per key and written with one numpy call each, instead of two
-    scalar writes per env and key; other keys (nested dicts, arrays, objects, ``final_obs``)
-    go through :func:`add_info`. The array type of a key is still decided by the first env
-    that reports it, and keys keep the order in which they first appear.
+    scalar writes per env and key; other keys (nested dicts, arrays, objects) go through
+    :func:`add_info`. The array type of a key is still decided by the first env that reports
+    it, and keys keep the order in which they first appear.
 
     Args:
-        items: ``(slot, info)`` pairs, in env order.
-        n: the number of slots in the batch.
+        items: ``(row, info)`` pairs, in row order.
+        n: the number of rows in the batch.
 
     Examples:
         >>> out = batch_infos([(0, {"x": 1.5}), (2, {"x": 2.0, "tag": "a"})], 3)
-        >>> out["x"].tolist(), out["_x"].tolist(), out["tag"].tolist()
+        >>> out["x"].values.tolist(), out["x"].mask.tolist(), out["tag"].values.tolist()
         ([1.5, 0.0, 2.0], [True, False, True], [None, None, 'a'])
     """
-    infos: dict[str, Any] = {}
+    infos: InfoColumns = {}
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     first_seen: list[str] = []
     scalar = _SCALAR_TYPES
@@ -102,7 +110,7 @@ def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> dict[str, An
                 col[1].append(value)
             elif key in infos:
                 add_info(infos, {key: value}, slot, n)
-            elif key != "final_obs" and (type(value) in scalar or isinstance(value, np.number)):
+            elif type(value) in scalar or isinstance(value, np.number):
                 columns[key] = ([slot], [value])
                 first_seen.append(key)
             else:
@@ -110,12 +118,11 @@ def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> dict[str, An
                 first_seen.append(key)
     if not columns:
         return infos
-    out: dict[str, Any] = {}
+    out: InfoColumns = {}
     for key in first_seen:
         col = columns.get(key)
         if col is None:
             out[key] = infos[key]
-            out[f"_{key}"] = infos[f"_{key}"]
             continue
         slots, values = col
         array = _new_slot_array(values[0], n)
@@ -130,13 +137,44 @@ def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> dict[str, An
             for i, v in zip(slots, values):
                 array[i] = v
         mask[where] = True
-        out[key] = array
-        out[f"_{key}"] = mask
+        out[key] = Column(array, mask)
     return out
 
 
-def _sequential(items: list[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
-    infos: dict[str, Any] = {}
+def _sequential(items: list[tuple[int, dict[str, Any]]], n: int) -> InfoColumns:
+    infos: InfoColumns = {}
     for slot, info in items:
         add_info(infos, info, slot, n)
     return infos
+
+
+def take_rows(infos: InfoColumns, rows: np.ndarray) -> InfoColumns:
+    """The columns restricted to ``rows`` (fancy indexing: copies), nested columns included.
+
+    Examples:
+        >>> cols = batch_infos([(0, {"x": 1}), (1, {"x": 2})], 2)
+        >>> take_rows(cols, np.array([1]))["x"].values.tolist()
+        [2]
+    """
+    out: InfoColumns = {}
+    for key, col in infos.items():
+        values = col.values
+        taken = take_rows(values, rows) if isinstance(values, dict) else values[rows]
+        out[key] = Column(taken, col.mask[rows])
+    return out
+
+
+def column_rows(infos: InfoColumns, i: int) -> dict[str, Any]:
+    """Row ``i`` as a plain info dict (the keys it reported, nested dicts rebuilt).
+
+    Examples:
+        >>> cols = batch_infos([(0, {"x": 1}), (1, {"y": 2.5})], 2)
+        >>> column_rows(cols, 1)
+        {'y': np.float64(2.5)}
+    """
+    row: dict[str, Any] = {}
+    for key, col in infos.items():
+        if col.mask[i]:
+            values = col.values
+            row[key] = column_rows(values, i) if isinstance(values, dict) else values[i]
+    return row

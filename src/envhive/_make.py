@@ -11,11 +11,13 @@ import numpy as np
 from envhive._autoreset import parse_autoreset
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
-from envhive._vector_env import VectorEnv
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
+from envhive.frontends._gymnasium import VectorEnv
 
 __all__ = ["make"]
+
+_APIS = ("gymnasium", "dm_env")
 
 _INSTANCE_HINT = (
     "got an environment instance ({name}); envhive builds envs itself, inside the executor's "
@@ -120,8 +122,9 @@ def make(
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
     copy: bool = True,
-) -> VectorEnv:
-    """Make a batch of ``num_envs`` envs, stepped as one.
+    api: str = "gymnasium",
+) -> Any:
+    r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
         env: an id registered with envhive or gymnasium (``"CartPole-v1"``, ``"Ant-v5"``), a
@@ -139,9 +142,11 @@ def make(
         max_episode_steps: a time limit (truncation) per episode.
         copy: ``True`` returns fresh arrays; ``False`` returns views into the pool's buffers,
             valid until the next call, so that no step allocates arrays.
+        api: the front end: ``"gymnasium"`` (an :class:`envhive.VectorEnv`, the default) or
+            ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s).
 
     Returns:
-        An :class:`envhive.VectorEnv`.
+        An :class:`envhive.VectorEnv` (or the front end ``api`` names).
 
     Raises:
         envhive.UnknownEnvError: the id is not registered (close matches are suggested).
@@ -158,6 +163,8 @@ def make(
         (8, 4)
         >>> env.close()
     """
+    if api not in _APIS:
+        raise ConfigError(f"api: expected one of {sorted(_APIS)}, got {api!r}")
     mode = parse_autoreset(autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     if num_workers is not None:
@@ -169,6 +176,10 @@ def make(
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy)
+    if api == "dm_env":
+        from envhive.frontends._dm_env import DmEnv
+
+        return DmEnv(pool, name=name)
     vec = VectorEnv(pool, name=name, chosen_by_auto=auto)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         vec.action_space.seed(int(seed))

@@ -34,8 +34,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
+from envhive._batch import NO_OP, Batch
 from envhive._buffers import Buffers, BufferSpec, as_index
-from envhive._infos import add_info, batch_infos
+from envhive._infos import Column, InfoColumns, add_info, batch_infos
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
 from envhive._spaces import ArrayCodec, tree_map
@@ -56,7 +57,7 @@ __all__ = ["Pool", "normalize_seeds"]
 IDLE, PENDING, READY = 0, 1, 2
 _RESET = int(Op.RESET)
 _POSITION = re.compile(r" at \[(\d+)\]")
-Transition = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+_STEP_RESET = int(Op.STEP_RESET)
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -146,6 +147,7 @@ class Pool:
             raise
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
+        self._every = slice(None)
         self._maybe_seeded = True  # some buffers.has_seed entry may be set
         self._status = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
@@ -157,6 +159,7 @@ class Pool:
         self._blocked = np.ones(n, np.bool_)
         self._any_blocked = True
         self._any_ended = False
+        self._keeps_ended = keeps_ended_state(autoreset)
         self._in_flight = 0
         self._resets_in_flight = 0
         self._ready: collections.deque[int] = collections.deque()
@@ -168,7 +171,8 @@ class Pool:
         # Preallocated gather targets so that recv() with copy=False allocates no arrays.
         k = self.batch_size
         self._recv_obs = obs_codec.allocate(k)
-        self._recv_reward = np.zeros(k, np.float64)
+        self._recv_reward = np.zeros((k, *spec.reward_shape), np.float64)
+        self._recv_ops = np.zeros(k, np.int8)
         self._recv_term = np.zeros(k, np.bool_)
         self._recv_trunc = np.zeros(k, np.bool_)
         # Executors that fuse a sync call over every env into one command (Executor.run_all).
@@ -324,6 +328,7 @@ class Pool:
         self._raise_errors()
 
     def _absorb(self, done: Completion, sync: bool = False) -> int:
+        """Account for a completion of the general path (``send``/``recv``, ``run_all``)."""
         b = self.buffers
         refresh = False
         if done.errors:
@@ -348,30 +353,53 @@ class Pool:
                     resets = int(np.count_nonzero(b.ops[ids] == _RESET))
                 else:  # nothing else in flight: every pending reset was among these envs
                     resets = self._resets_in_flight
-                if resets:
-                    self._resets_in_flight -= resets
-                    if self._any_blocked:
-                        # Only RESET reaches an unstarted or broken env, so these hold for
-                        # all ids. With no env blocked, every env is started and unbroken.
-                        self._started[ids] = True
-                        self._broken[ids] = False
-                        refresh = True
-            self.env_steps += count - resets
-            if keeps_ended_state(self.autoreset):
-                # count_nonzero, not .any(): several times cheaper on small arrays.
-                if count == self.num_envs:
-                    np.logical_or(b.terminated, b.truncated, out=self._ended)
-                else:
-                    self._ended[ids] = b.terminated[ids] | b.truncated[ids]
-                self._any_ended = bool(np.count_nonzero(self._ended))
-                refresh = refresh or self.autoreset is AutoresetMode.DISABLED
+                self._resets_in_flight -= resets
             if done.infos:
                 self._infos.update(done.infos)
             if done.final_infos:
                 self._final_infos.update(done.final_infos)
+            refresh = self._finish_ops(ids, count, resets, None) or refresh
         if refresh:
             self._refresh_blocked()
         return count
+
+    def _finish_ops(self, ids: slice | list[int], count: int, resets: int, done: int | None) -> bool:
+        """The one bookkeeping of finished ops, whichever path ran them (general or inline).
+
+        ``count`` ops finished on ``ids``, ``resets`` of them RESET. ``done``: how many of the
+        stepped envs ended their episode, when the caller knows (``None``: read the flags).
+        Counts steps, records which envs ended (next_step plans their reset from it, disabled
+        blocks them) and which are now started and unbroken. Returns whether the blocked set
+        must be refreshed.
+        """
+        self.env_steps += count - resets
+        refresh = False
+        if resets and self._any_blocked:
+            # Only RESET reaches an unstarted or broken env, so these hold for all ids. With
+            # no env blocked, every env is started and unbroken.
+            self._started[ids] = True
+            self._broken[ids] = False
+            refresh = True
+        if self._keeps_ended:
+            b, every = self.buffers, count == self.num_envs
+            if done == 0:
+                # Nothing ended: an env that had ended was reset by this call (or, in
+                # disabled mode, cannot have been stepped), so no blocked env changes.
+                if self._any_ended:
+                    if every:
+                        self._ended.fill(False)
+                    else:
+                        self._ended[ids] = False
+                    self._any_ended = not every and bool(np.count_nonzero(self._ended))
+                return refresh
+            if every:
+                np.logical_or(b.terminated, b.truncated, out=self._ended)
+            else:
+                self._ended[ids] = b.terminated[ids] | b.truncated[ids]
+            # count_nonzero, not .any(): several times cheaper on small arrays.
+            self._any_ended = bool(done) if every and done is not None else bool(np.count_nonzero(self._ended))
+            refresh = refresh or self.autoreset is AutoresetMode.DISABLED
+        return refresh
 
     def _refresh_blocked(self) -> None:
         np.logical_or(~self._started, self._broken, out=self._blocked)
@@ -399,34 +427,58 @@ class Pool:
             self._final_infos.clear()
         self._raise_errors()
 
-    def _batch_infos(self, ids: Sequence[int], n: int, by_env: bool = False) -> dict[str, Any]:
-        """Batch the kept infos of ``ids``: slot = position in ``ids``, or the env id (by_env)."""
-        infos: dict[str, Any] = {}
+    def _take_infos(
+        self, ids: Sequence[int], n: int, by_env: bool = False
+    ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
+        """Take the kept infos of ``ids`` as columns: ``(infos, final_infos, has_final)``.
+
+        Row = position in ``ids``, or the env id (``by_env``). ``has_final`` is ``None`` when
+        no row ended in a STEP_RESET (the common case costs no array).
+        """
         if not self._infos and not self._final_infos:
-            return infos
-        same_step = self.autoreset is AutoresetMode.SAME_STEP
-        codec, final_obs = self.buffers.obs_codec, self.buffers.final_obs
+            return {}, {}, None
         items: list[tuple[int, dict[str, Any]]] = []
+        finals: list[tuple[int, dict[str, Any]]] = []
         for pos, i in enumerate(ids):
             if by_env:
                 pos = i
-            if same_step and i in self._final_infos:
-                final = {"final_obs": codec.single(final_obs, i), "final_info": self._final_infos.pop(i)}
-                items.append((pos, final))
+            final = self._final_infos.pop(i, None)
+            if final is not None:
+                finals.append((pos, final))
             info = self._infos.pop(i, None)
             if info:
                 items.append((pos, info))
-        if len(items) == 1:
-            return add_info(infos, items[0][1], items[0][0], n)
-        return batch_infos(items, n)
+        infos = add_info({}, items[0][1], items[0][0], n) if len(items) == 1 else batch_infos(items, n)
+        if not finals:
+            return infos, {}, None
+        has_final = np.zeros(n, np.bool_)
+        has_final[[pos for pos, _ in finals]] = True
+        return infos, batch_infos([f for f in finals if f[1]], n), has_final
 
-    def _full_outputs(self) -> Any:
-        obs = self.buffers.obs
-        return tree_map(np.copy, obs) if self.copy else obs
+    def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
+                  op: np.ndarray | None = None) -> Batch:
+        """Every env's row, straight from the buffers (views, or copies with ``copy``)."""
+        b = self.buffers
+        if op is None:
+            op = b.ops
+        final_obs = b.final_obs if has_final is not None else None
+        if not self.copy:
+            return Batch(self._all, b.obs, b.reward, b.terminated, b.truncated, op, final_obs,
+                         has_final, infos, finals)
+        obs = b.obs
+        obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
+        if final_obs is not None:
+            final_obs = tree_map(np.copy, final_obs)
+        return Batch(self._all, obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(),
+                     op.copy() if op is b.ops else op, final_obs, has_final, infos, finals)
 
     # ------------------------------------------------------------------ sync API
-    def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        """Reset all envs (or those in ``options["reset_mask"]``); see ``VectorEnv.reset``."""
+    def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
+        """Reset all envs (or those in ``options["reset_mask"]``); one row per env.
+
+        Rows of envs the mask leaves out have op :data:`~envhive._batch.NO_OP` and repeat their
+        current observation.
+        """
         self._check_sync("reset")
         # Envs get the caller's options minus reset_mask (a copy: the caller's dict is not
         # mutated, unlike gymnasium's), possibly empty, exactly as SyncVectorEnv passes them.
@@ -437,10 +489,13 @@ class Pool:
         seeds = self._take_seeds(seed, ids)
         self._dispatch(ids, _RESET, seeds, options, sync=True)
         self._drain_all()
-        return self._full_outputs(), self._batch_infos(ids.tolist(), self.num_envs, by_env=True)
+        infos, _, _ = self._take_infos(ids.tolist(), self.num_envs, by_env=True)
+        op = np.full(self.num_envs, NO_OP, np.int8)
+        op[ids] = _RESET
+        return self._all_rows(infos, {}, None, op)
 
-    def step(self, actions: Any) -> Transition:
-        """Step every env with its action; see ``VectorEnv.step``."""
+    def step(self, actions: Any) -> Batch:
+        """Step every env with its action (autoreset as planned by the pool's mode)."""
         if self._step_all is not None and not (
             self.closed or self._in_flight or self._ready or self._any_blocked
         ):
@@ -457,118 +512,94 @@ class Pool:
         if self._run_all is not None:
             self._absorb(self._recv(0, self._run_all), sync=True)
         self._drain_all()
-        b = self.buffers
-        infos = self._batch_infos(range(self.num_envs), self.num_envs)
-        if self.copy:
-            return self._full_outputs(), b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
-        return b.obs, b.reward, b.terminated, b.truncated, infos
+        return self._all_rows(*self._take_infos(range(self.num_envs), self.num_envs))
 
-    def _step_inline(self, actions: Any) -> Transition | None:
+    def _step_inline(self, actions: Any) -> Batch | None:
         """``step`` for executors that run a whole step inline (``Executor.step_all``).
 
         The same semantics as the general path in fewer numpy calls: no command block per
-        env, no completion lists, ended/blocked state updated in place. Returns ``None`` (the
-        caller takes the general path) when the batch's shape or dtype is wrong, so that
+        env, no completion lists; the same bookkeeping (``_finish_ops``). Returns ``None``
+        (the caller takes the general path) when the batch's shape or dtype is wrong, so that
         errors are raised in one place.
         """
         arr = actions if type(actions) is np.ndarray else np.asarray(actions)
         if arr.shape != self._act_batch_shape or arr.dtype.char not in self._act_chars:
             return None
-        b, mode, n = self.buffers, self.autoreset, self.num_envs
-        resets = plan_ops_into(mode, self._ended, self._any_ended, b.ops)
+        b, n = self.buffers, self.num_envs
+        resets = plan_ops_into(self.autoreset, self._ended, self._any_ended, b.ops)
         assert self._step_all is not None
         bad, done, step_infos, reset_infos = self._step_all(arr)
         if bad >= 0:
             self._validated_actions(actions, self._all)  # raises ActionError, naming the env
             raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
-        self.env_steps += n - resets
-        keeps = keeps_ended_state(mode)
+        if self._finish_ops(self._every, n, resets, done):
+            self._refresh_blocked()
+        same_step = not self._keeps_ended
         if step_infos is None and not reset_infos:
-            # No infos at all (kernels): only same_step's final_obs entries of ended envs.
-            infos = {}
-            if done and not keeps:
-                for i in np.flatnonzero(b.terminated | b.truncated).tolist():
-                    self._final_infos[i] = {}
-                infos = self._batch_infos(range(n), n)
-        elif resets or (done and not keeps):
-            # Some env was reset by this call: its slot gets its reset info (and in same_step
-            # mode its step info as final_info), as on the general path.
-            patched = self._patch_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
-            if patched is None:
-                self._keep_inline_infos(step_infos, reset_infos or {}, same_step=not keeps)
-                patched = self._batch_infos(range(n), n)
-            infos = patched
-        else:
-            infos = step_infos if step_infos is not None else {}
-        if keeps:
-            if done:
-                np.logical_or(b.terminated, b.truncated, out=self._ended)
-                self._any_ended = True
-                if mode is AutoresetMode.DISABLED:
-                    self._refresh_blocked()
-            elif self._any_ended:
-                self._ended.fill(False)
-                self._any_ended = False
-        if self.copy:
-            obs = b.obs
-            obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
-            return obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(), infos
-        return b.obs, b.reward, b.terminated, b.truncated, infos
+            # No infos at all (kernels): only same_step's rows that ended.
+            if done and same_step:
+                return self._all_rows({}, {}, b.terminated | b.truncated)
+            return self._all_rows({}, {}, None)
+        columns = _engine_columns(step_infos, n)
+        if resets or (done and same_step):
+            # Some env was reset by this call: its row gets its reset info (and in same_step
+            # mode its step info as final info), as on the general path.
+            patched = self._patch_inline_infos(columns, reset_infos or {}, same_step)
+            if patched is not None:
+                return self._all_rows(*patched)
+            self._keep_inline_infos(columns, reset_infos or {}, same_step)
+            return self._all_rows(*self._take_infos(range(n), n))
+        return self._all_rows(columns, {}, None)
 
     def _patch_inline_infos(
-        self,
-        step_infos: dict[str, Any] | None,
-        reset_infos: dict[int, dict[str, Any]],
-        same_step: bool,
-    ) -> dict[str, Any] | None:
-        """The batched infos of an inline step that reset some envs, made by patching the
-        engine's batched step infos at those envs' slots only (the per-env way costs ~3 µs
-        per env and key). Returns ``None`` where patching could not reproduce gymnasium's
-        layout exactly (no step infos, or a reset info value whose slot type differs from
-        the step info's for the same key): the caller then takes the per-env way."""
+        self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
+    ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None] | None:
+        """The infos of an inline step that reset some envs, made by patching the engine's
+        step-info columns at those envs' rows only (the per-env way costs ~3 µs per env and
+        key). Returns ``None`` where patching could not reproduce the per-env result exactly
+        (no step infos, non-numeric columns, or a reset info value whose slot type differs
+        from the step info's for the same key): the caller then takes the per-env way."""
         if not step_infos:
             return None
         b, n = self.buffers, self.num_envs
-        special = np.flatnonzero((b.terminated | b.truncated) if same_step else (b.ops == _RESET))
-        keys = [k for k in step_infos if f"_{k}" in step_infos and type(step_infos[k]) is np.ndarray]
-        if any(step_infos[k].dtype.kind not in "iuf" for k in keys):
-            return None  # gymnasium batches numbers only into typed arrays (np.bool_: objects)
+        ended = b.terminated | b.truncated
+        special = np.flatnonzero(ended if same_step else (b.ops == _RESET))
+        keys = [k for k, col in step_infos.items() if type(col.values) is np.ndarray]
+        if len(keys) != len(step_infos) or any(step_infos[k].values.dtype.kind not in "iuf" for k in keys):
+            return None  # numbers only: other slot types decide differently per env
         for i in special.tolist():
             for key, value in reset_infos.get(i, {}).items():
                 if key in step_infos:
-                    have = step_infos[key]
-                    if key not in keys or have.dtype == object:
-                        return None
+                    have = step_infos[key].values
                     if type(value) in (int, float, bool) or isinstance(value, np.number):
-                        if np.dtype(type(value)) != have.dtype:
+                        if np.dtype(type(value)) != have.dtype:  # type: ignore[union-attr]
                             return None
                     else:
                         return None
         infos = step_infos
-        codec, final_obs = b.obs_codec, b.final_obs
-        finals: dict[int, dict[str, Any]] = {}
+        finals: InfoColumns = {}
+        has_final = None
         if same_step:
-            for i in special.tolist():
-                finals[i] = {k: infos[k][i] for k in keys if infos[f"_{k}"][i]}
+            has_final = ended
+            for k, c in infos.items():
+                values = np.zeros_like(c.values)  # type: ignore[arg-type]
+                values[ended] = c.values[ended]  # type: ignore[index]
+                if np.count_nonzero(c.mask & ended):
+                    finals[k] = Column(values, c.mask & ended)
         for k in keys:
-            infos[k][special] = 0
-            infos[f"_{k}"][special] = False
+            infos[k].values[special] = 0  # type: ignore[index]
+            infos[k].mask[special] = False
         for i in special.tolist():
-            if same_step:
-                add_info(infos, {"final_obs": codec.single(final_obs, i), "final_info": finals[i]}, i, n)
             info = reset_infos.get(i)
             if info:
                 add_info(infos, info, i, n)
         for k in keys:
-            if not infos[f"_{k}"].any():  # no env reported it: gymnasium has no such key
-                del infos[k], infos[f"_{k}"]
-        return infos
+            if not infos[k].mask.any():  # no env reported it: gymnasium has no such key
+                del infos[k]
+        return infos, finals, has_final
 
     def _keep_inline_infos(
-        self,
-        step_infos: dict[str, Any] | None,
-        reset_infos: dict[int, dict[str, Any]],
-        same_step: bool,
+        self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
     ) -> None:
         """Store an inline step's infos per env, as ``_absorb`` does for the general path:
         reset envs get their reset info; in same_step mode an env that ended gets its step
@@ -576,9 +607,7 @@ class Pool:
         b = self.buffers
         ops = b.ops.tolist()
         ended = (b.terminated | b.truncated).tolist() if same_step else None
-        keys = [] if step_infos is None else [
-            (k, v, step_infos[f"_{k}"]) for k, v in step_infos.items() if f"_{k}" in step_infos
-        ]
+        keys = [(k, col.values, col.mask) for k, col in step_infos.items()]
         for i in range(self.num_envs):
             info: dict[str, Any] | None
             if ops[i] == _RESET or (ended is not None and ended[i]):
@@ -639,8 +668,8 @@ class Pool:
         self._put_actions(ids, batch)
         self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
 
-    def recv(self) -> Transition:
-        """Return the first ``batch_size`` envs to finish, with ``info["env_id"]``."""
+    def recv(self) -> Batch:
+        """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
         self._check_open()
         k = self.batch_size
         if len(self._ready) + self._in_flight < k:
@@ -653,20 +682,21 @@ class Pool:
         ids = np.array([self._ready.popleft() for _ in range(k)], dtype=np.int64)
         self._status[ids] = IDLE
         b = self.buffers
-        infos = self._batch_infos(ids.tolist(), k)
-        infos["env_id"] = ids.astype(np.int32)
+        infos, finals, has_final = self._take_infos(ids.tolist(), k)
+        final_obs = None
+        if has_final is not None:
+            final_obs = tree_map(lambda a: a[ids], b.final_obs)
         if self.copy:
             obs = tree_map(lambda a: a[ids], b.obs)
-            return obs, b.reward[ids], b.terminated[ids], b.truncated[ids], infos
+            return Batch(ids, obs, b.reward[ids], b.terminated[ids], b.truncated[ids], b.ops[ids],
+                         final_obs, has_final, infos, finals)
         # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
         take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731
         obs = tree_map(take, b.obs, self._recv_obs)
-        return (
-            obs,
-            take(b.reward, self._recv_reward),
-            take(b.terminated, self._recv_term),
-            take(b.truncated, self._recv_trunc),
-            infos,
+        return Batch(
+            ids, obs, take(b.reward, self._recv_reward), take(b.terminated, self._recv_term),
+            take(b.truncated, self._recv_trunc), take(b.ops, self._recv_ops),
+            final_obs, has_final, infos, finals,
         )
 
     # ------------------------------------------------------------------ env access
@@ -692,3 +722,15 @@ class Pool:
         self._ready.clear()
         self._in_flight = 0
         self.executor.close()
+
+
+def _engine_columns(step_infos: Any, n: int) -> InfoColumns:
+    """An engine's step infos (one value per env for every key) as columns."""
+    if not step_infos:
+        return {}
+    # TODO(engines): engines still return gymnasium's layout; drop the masks they add.
+    return {
+        k: Column(v, np.ones(n, np.bool_))
+        for k, v in step_infos.items()
+        if not (k.startswith("_") and k[1:] in step_infos)
+    }

@@ -1,16 +1,82 @@
-"""``envhive.VectorEnv``: the gymnasium vector API and the EnvPool-style async API on one object."""
+"""The gymnasium front end: ``envhive.VectorEnv``, gymnasium's vector API plus EnvPool-style async.
+
+This is the only place that knows gymnasium's layout of a batch: infos as ``key`` plus a
+``_key`` mask per column (nested dicts recurse), same_step's terminal observations as an object
+array ``info["final_obs"]`` with the step infos in ``info["final_info"]``, and
+``info["env_id"]`` on ``recv``. It reads nothing but the pool's neutral
+:class:`~envhive._batch.Batch`.
+
+Examples:
+    >>> import envhive, numpy as np
+    >>> env = envhive.make("CartPole-v1", num_envs=2, autoreset="same_step", seed=0)
+    >>> _ = env.reset()
+    >>> for _ in range(30):
+    ...     obs, rew, term, trunc, info = env.step(np.zeros(2, np.int64))
+    ...     if term.any():
+    ...         break
+    >>> sorted(info), info["final_obs"][int(np.argmax(term))].shape
+    (['_final_info', '_final_obs', 'final_info', 'final_obs'], (4,))
+    >>> env.close()
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector import VectorEnv as GymVectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envhive._pool import Pool, Transition
+from envhive._batch import Batch
+from envhive._infos import InfoColumns
+from envhive._pool import Pool
+from envhive._spaces import Codec, codec_for
 
-__all__ = ["VectorEnv"]
+__all__ = ["VectorEnv", "gym_infos"]
+
+#: What gymnasium's ``step``/``recv`` return: ``(obs, reward, terminated, truncated, infos)``.
+Transition = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+
+
+def _layout(columns: InfoColumns) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, (values, mask) in columns.items():
+        out[key] = _layout(values) if isinstance(values, dict) else values
+        out[f"_{key}"] = mask
+    return out
+
+
+def gym_infos(batch: Batch, codec: Codec, env_ids: bool = False) -> dict[str, Any]:
+    """A batch's infos in gymnasium's vector layout (``key`` + ``_key`` mask per column).
+
+    Rows that were reset in the same op (same_step) get ``final_obs`` (an object array of
+    single-env observations) and ``final_info``, each with its mask; ``env_ids`` adds
+    ``info["env_id"]`` (int32) as EnvPool does.
+
+    Examples:
+        >>> from gymnasium import spaces
+        >>> from envhive._infos import add_info
+        >>> cols = add_info({}, {"lives": 3}, 1, 2)
+        >>> b = Batch(np.arange(2), np.zeros((2, 1)), np.zeros(2), np.zeros(2, bool),
+        ...           np.zeros(2, bool), np.zeros(2, np.int8), None, None, cols, {})
+        >>> out = gym_infos(b, codec_for(spaces.Box(0, 1, (1,))))
+        >>> out["lives"].tolist(), out["_lives"].tolist()
+        ([0, 3], [False, True])
+    """
+    infos = _layout(batch.infos) if batch.infos else {}
+    has_final = batch.has_final
+    if has_final is not None:
+        final_obs = np.full(has_final.shape[0], None, dtype=object)
+        for row in np.flatnonzero(has_final).tolist():
+            final_obs[row] = codec.single(batch.final_obs, row)
+        infos["final_obs"] = final_obs
+        infos["_final_obs"] = has_final
+        infos["final_info"] = _layout(batch.final_infos)
+        infos["_final_info"] = has_final.copy()
+    if env_ids:
+        infos["env_id"] = batch.env_ids.astype(np.int32)
+    return infos
 
 _MODE_NAMES = {
     AutoresetMode.NEXT_STEP: "next_step",
@@ -61,6 +127,7 @@ class VectorEnv(GymVectorEnv):
         self.metadata["autoreset_mode"] = pool.autoreset
         self.render_mode = pool.props.render_mode
         self.closed = False
+        self._obs_codec = codec_for(pool.observation_space)
 
     # -- gymnasium API ---------------------------------------------------------------
     def reset(
@@ -77,7 +144,8 @@ class VectorEnv(GymVectorEnv):
         Returns:
             ``(obs, infos)`` for all envs (unreset envs keep their current observation).
         """
-        return self._pool.reset(seed=seed, options=options)
+        b = self._pool.reset(seed=seed, options=options)
+        return b.obs, (_layout(b.infos) if b.infos else {})
 
     def step(self, actions: Any) -> Transition:
         """Step every env; autoreset as set by ``make(autoreset=...)``.
@@ -93,7 +161,10 @@ class VectorEnv(GymVectorEnv):
             envhive.ResetNeededError: an env must be reset first (nothing stepped).
             envhive.EnvWorkerError: an env raised; it names the env and carries its traceback.
         """
-        return self._pool.step(actions)
+        b = self._pool.step(actions)
+        if b.infos or b.has_final is not None:
+            return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec)
+        return b.obs, b.reward, b.terminated, b.truncated, {}
 
     def render(self) -> tuple[Any, ...]:
         """Each env's ``render()``, in env order."""
@@ -145,9 +216,15 @@ class VectorEnv(GymVectorEnv):
 
         ``info["env_id"]`` tells which env each row is.
         """
-        return self._pool.recv()
+        b = self._pool.recv()
+        return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
 
     # -- extras -----------------------------------------------------------------------
+    @property
+    def pool(self) -> Pool:
+        r"""The pool behind this front end; its calls return neutral :class:`envhive.Batch`\ es."""
+        return self._pool
+
     @property
     def batch_size(self) -> int:
         """How many envs ``recv`` returns."""

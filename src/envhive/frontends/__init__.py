@@ -1,0 +1,22 @@
+"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` its own way.
+
+* :class:`VectorEnv` (``api="gymnasium"``, the default): gymnasium's vector API, plus
+  EnvPool-style ``send``/``recv``.
+* :class:`DmEnv` (``api="dm_env"``): DeepMind's ``dm_env`` API, batched.
+
+A front end reads only the pool's results (and its spaces); it never touches buffers or
+executors, so adding one touches nothing else.
+
+Examples:
+    >>> import envhive
+    >>> from envhive.frontends import DmEnv
+    >>> env = envhive.make("CartPole-v1", num_envs=2, api="dm_env")
+    >>> isinstance(env, DmEnv)
+    True
+    >>> env.close()
+"""
+
+from envhive.frontends._dm_env import DmEnv
+from envhive.frontends._gymnasium import VectorEnv
+
+__all__ = ["VectorEnv", "DmEnv"]
