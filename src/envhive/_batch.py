@@ -16,7 +16,7 @@ What a row says, from ``op`` (the op the env ran, see ``envhive._ops``) and the 
   op; ``obs`` is the reset observation and ``final_obs`` the terminal one, ``infos`` the reset
   info and ``final_infos`` the step's info.
 * ``op == NO_OP`` (``reset`` with a ``reset_mask``): the env was not touched; its row repeats
-  its current observation.
+  its current observation, and its reward and flags are those of its last transition.
 
 Arrays are the pool's buffers (valid until the pool's next call) or copies, as the pool's
 ``copy`` setting says; a front end never needs to copy again.

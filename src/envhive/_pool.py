@@ -579,7 +579,7 @@ class Pool:
         infos = step_infos
         finals: InfoColumns = {}
         has_final = None
-        if same_step:
+        if same_step and special.size:
             has_final = ended
             for k, c in infos.items():
                 values = np.zeros_like(c.values)  # type: ignore[arg-type]
@@ -700,19 +700,39 @@ class Pool:
         )
 
     # ------------------------------------------------------------------ env access
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call (or read) ``name`` on every env; see ``VectorEnv.call``."""
-        self._check_sync("call")
-        return tuple(self.executor.call(name, args, kwargs))
+    def call(
+        self,
+        name: str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        env_ids: Any = None,
+    ) -> tuple[Any, ...]:
+        """Call (or read) ``name`` on every env, or on ``env_ids`` (results in their order).
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set ``name`` on every env: one value per env, or one value for all."""
+        A method is called with ``args``/``kwargs``; an attribute that is not callable is
+        returned as is (``VectorEnv.call``/``get_attr``, SB3's ``env_method(indices=...)``).
+        """
+        self._check_sync("call")
+        kwargs = dict(kwargs or {})
+        if env_ids is None:
+            return tuple(self.executor.call(name, tuple(args), kwargs))
+        ids = self._env_ids(env_ids).tolist()
+        return tuple(self.executor.call(name, tuple(args), kwargs, ids))
+
+    def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
+        """Set ``name`` on every env (or ``env_ids``): a list/tuple gives one value per env,
+        anything else is given to each."""
         self._check_sync("set_attr")
+        ids = None if env_ids is None else self._env_ids(env_ids).tolist()
+        count = self.num_envs if ids is None else len(ids)
         if not isinstance(values, (list, tuple)):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
-            raise ConfigError(f"set_attr({name!r}): expected {self.num_envs} values, got {len(values)}")
-        self.executor.set_attr(name, list(values))
+            values = [values] * count
+        if len(values) != count:
+            raise ConfigError(f"set_attr({name!r}): expected {count} values (one per env), got {len(values)}")
+        if ids is None:
+            self.executor.set_attr(name, list(values))
+        else:
+            self.executor.set_attr(name, list(values), ids)
 
     def close(self) -> None:
         """Close the executor and every env. Idempotent."""

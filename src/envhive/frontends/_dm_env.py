@@ -38,6 +38,7 @@ from gymnasium.vector import AutoresetMode
 
 from envhive._batch import LAST, Batch
 from envhive._pool import Pool
+from envhive._spaces import tree_map
 from envhive.errors import ConfigError
 
 __all__ = ["DmEnv", "spec_for"]
@@ -130,16 +131,19 @@ class DmEnv:
         )
 
     def reset(self, env_ids: Any = None, *, seed: Any = None) -> Any:
-        """Reset every env (or ``env_ids``): FIRST rows for the reset envs.
-
-        Rows of envs left out repeat their current observation with step type MID.
-        """
-        options = None
-        if env_ids is not None:
-            mask = np.zeros(self.num_envs, np.bool_)
-            mask[np.asarray(env_ids, dtype=np.int64)] = True
-            options = {"reset_mask": mask}
-        return self._timestep(self._pool.reset(seed=seed, options=options))
+        """Reset every env, or only ``env_ids``: FIRST rows, one per reset env (in env order,
+        as EnvPool's ``reset(env_id)``). ``seed``: an int ``s`` (env ``i`` gets ``s + i``) or
+        one seed per env of the pool."""
+        if env_ids is None:
+            return self._timestep(self._pool.reset(seed=seed))
+        mask = np.zeros(self.num_envs, np.bool_)
+        mask[np.asarray(env_ids, dtype=np.int64)] = True
+        batch = self._pool.reset(seed=seed, options={"reset_mask": mask})
+        rows = np.flatnonzero(mask)
+        return self._timestep(Batch(
+            batch.env_ids[rows], tree_map(lambda a: a[rows], batch.obs), batch.reward[rows],
+            batch.terminated[rows], batch.truncated[rows], batch.op[rows], None, None, {}, {},
+        ))
 
     def step(self, actions: Any) -> Any:
         """Step every env; an env whose last step was LAST starts a new episode (FIRST)."""

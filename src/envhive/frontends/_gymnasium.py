@@ -29,7 +29,7 @@ from gymnasium.vector import VectorEnv as GymVectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envhive._batch import Batch
-from envhive._infos import InfoColumns
+from envhive._infos import Column, InfoColumns
 from envhive._pool import Pool
 from envhive._spaces import Codec, codec_for
 
@@ -41,9 +41,15 @@ Transition = tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 def _layout(columns: InfoColumns) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, (values, mask) in columns.items():
+    for key, col in columns.items():
+        if not isinstance(col, Column):
+            # A number reported under a key that an earlier env reported as a dict lands in
+            # that dict, slot as key: nonsense, but exactly what gymnasium's vector envs do.
+            out[key] = col
+            continue
+        values = col.values
         out[key] = _layout(values) if isinstance(values, dict) else values
-        out[f"_{key}"] = mask
+        out[f"_{key}"] = col.mask
     return out
 
 
@@ -172,15 +178,16 @@ class VectorEnv(GymVectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` on each env (or read it, if it is not callable)."""
-        return self._pool.call(name, *args, **kwargs)
+        return self._pool.call(name, args, kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """Read attribute ``name`` from each env."""
-        return self._pool.call(name)
+    def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
+        """Read attribute ``name`` from each env (or from ``env_ids``, in that order)."""
+        return self._pool.call(name, env_ids=env_ids)
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set attribute ``name`` on each env: a list/tuple gives one value per env."""
-        self._pool.set_attr(name, values)
+    def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
+        """Set attribute ``name`` on each env (or on ``env_ids``): a list/tuple gives one
+        value per env, anything else is given to each."""
+        self._pool.set_attr(name, values, env_ids)
 
     def close(self, **kwargs: Any) -> None:
         """Close every env and release the executor's workers and buffers. Idempotent."""

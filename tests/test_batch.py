@@ -1,0 +1,157 @@
+"""The pool's neutral result: a Batch says what happened, in no front end's layout.
+
+Driven through ``Pool`` directly (``env.pool``) on every executor and autoreset mode with
+``CountingEnv`` (obs = [tag, episode, step, last_action]), so each row's meaning can be checked
+against the env's own counters: reset rows are exactly the rows whose obs is step 0, final
+observations are the terminal ones, infos are columns (no ``_key`` masks, no object arrays of
+observations), and the gymnasium front end's infos are exactly what ``gym_infos`` makes of it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import envhive
+from envhive._batch import FIRST, LAST, MID, NO_OP, Batch
+from envhive._infos import Column
+from envhive._ops import RESET, STEP, STEP_RESET
+from envhive.executors import available_executors
+from envhive.frontends._gymnasium import gym_infos
+from envhive.testing import CountingEnv
+
+N = 5
+PATTERN = [(2, "term"), (3, "trunc"), (1, "term")]
+
+
+def factories():
+    return [functools.partial(CountingEnv, pattern=PATTERN[i % 3:] + PATTERN[: i % 3], tag=i) for i in range(N)]
+
+
+def assert_columns(cols):
+    for key, col in cols.items():
+        assert isinstance(col, Column)
+        assert not key.startswith("_"), key
+        assert col.mask.dtype == np.bool_
+        if isinstance(col.values, dict):
+            assert_columns(col.values)
+
+
+def check_batch(b: Batch, mode: str) -> None:
+    assert b.env_ids.dtype == np.int64
+    assert b.op.dtype == np.int8
+    assert_columns(b.infos)
+    assert_columns(b.final_infos)
+    obs = np.asarray(b.obs)
+    ended = b.terminated | b.truncated
+    final_rows = (b.op == STEP_RESET) & ended
+    if b.has_final is None:
+        assert not final_rows.any() and b.final_obs is None
+    else:
+        np.testing.assert_array_equal(b.has_final, final_rows)
+        final = np.asarray(b.final_obs)
+        assert final.dtype == np.int64  # typed, not an object array
+        for r in np.flatnonzero(b.has_final):
+            assert final[r][0] == obs[r][0] and final[r][1] == obs[r][1] - 1  # same env, last episode
+            assert obs[r][2] == 0 and final[r][2] >= 1  # reset obs now, terminal obs kept
+            assert b.final_infos["step"].mask[r] and b.final_infos["step"].values[r] == final[r][2]
+    # Reset rows are exactly the rows whose observation is the first of an episode.
+    np.testing.assert_array_equal(b.is_reset, obs[:, 2] == 0)
+    np.testing.assert_array_equal(obs[:, 0], b.env_ids)  # each row is its env
+    kind = b.step_type
+    assert set(kind.tolist()) <= {FIRST, MID, LAST}
+    np.testing.assert_array_equal(kind == FIRST, b.is_reset)
+    np.testing.assert_array_equal(kind == LAST, ended & ~b.is_reset)
+    if mode == "next_step":
+        assert set(b.op.tolist()) <= {STEP, RESET}
+        assert not (b.reward[b.op == RESET]).any()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("executor", available_executors())
+def test_pool_results_say_what_happened(executor: str, mode: str) -> None:
+    with envhive.make(factories(), executor=executor, autoreset=mode) as env:
+        pool = env.pool
+        b = pool.reset(seed=0)
+        assert (b.op == RESET).all() and b.is_reset.all()
+        check_batch(b, mode)
+        seen = set()
+        for t in range(25):
+            if mode == "disabled":
+                ended = b.terminated | b.truncated
+                if ended.any():
+                    b = pool.reset(options={"reset_mask": ended})
+                    assert (b.op[ended] == RESET).all() and (b.op[~ended] == NO_OP).all()
+                    continue
+            b = pool.step(np.full(N, t % 3))
+            check_batch(b, mode)
+            seen.update(b.step_type.tolist())
+            if b.has_final is not None:
+                seen.add("final")
+        assert seen >= ({FIRST, MID, "final"} if mode == "same_step" else {FIRST, MID, LAST} - (
+            {FIRST} if mode == "disabled" else set()))
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+@pytest.mark.parametrize("copy", [True, False])
+def test_recv_rows_follow_env_ids(mode: str, copy: bool) -> None:
+    with envhive.make(factories(), executor="thread", num_workers=2, batch_size=2,
+                      autoreset=mode, copy=copy) as env:
+        pool = env.pool
+        pool.async_reset()
+        for t in range(40):
+            b = pool.recv()
+            assert b.env_ids.shape == (2,)
+            check_batch(b, mode)
+            pool.send(np.full(2, t % 3), b.env_ids)
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_gymnasium_infos_are_built_from_the_batch(mode: str) -> None:
+    # The front end's infos are exactly gym_infos(batch): nothing else feeds them.
+    with envhive.make(factories(), autoreset=mode, copy=False) as env:
+        env.reset(seed=1)
+        codec = env._obs_codec
+        for t in range(12):
+            captured = []
+            real = env.pool.step
+
+            def spy(actions, real=real, captured=captured):
+                b = real(actions)
+                captured.append(b)
+                return b
+
+            env.pool.step = spy  # type: ignore[method-assign]
+            try:
+                *_, info = env.step(np.full(N, t % 3))
+            finally:
+                del env.pool.step
+            want = gym_infos(captured[0], codec)
+            assert set(info) == set(want)
+            if "final_obs" in info:
+                for r in np.flatnonzero(info["_final_obs"]):
+                    np.testing.assert_array_equal(info["final_obs"][r], captured[0].final_obs[r])
+                    assert info["final_obs"][r] is not captured[0].final_obs[r]  # single() copies
+
+
+def test_native_inline_step_returns_the_same_batch_as_the_general_path() -> None:
+    for mode in ("next_step", "same_step"):
+        fast = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
+        slow = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
+        slow.pool._step_all = None  # the general send/recv path
+        with fast, slow:
+            fast.pool.reset()
+            slow.pool.reset()
+            rng = np.random.default_rng(0)
+            for _ in range(60):
+                a = rng.integers(0, 2, 6)
+                x, y = fast.pool.step(a), slow.pool.step(a)
+                for field in ("env_ids", "reward", "terminated", "truncated", "op"):
+                    np.testing.assert_array_equal(getattr(x, field), getattr(y, field), err_msg=field)
+                np.testing.assert_array_equal(x.obs, y.obs)
+                assert (x.has_final is None) == (y.has_final is None)
+                if x.has_final is not None:
+                    np.testing.assert_array_equal(x.has_final, y.has_final)
+                    np.testing.assert_array_equal(x.final_obs[x.has_final], y.final_obs[y.has_final])
