@@ -58,6 +58,7 @@ IDLE, PENDING, READY = 0, 1, 2
 _RESET = int(Op.RESET)
 _POSITION = re.compile(r" at \[(\d+)\]")
 _STEP_RESET = int(Op.STEP_RESET)
+_new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -148,6 +149,10 @@ class Pool:
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
         self._every = slice(None)
+        # Row ops of a call where every env ran the same op (copy=True hands these out).
+        self._uniform_ops = [np.full(n, op, np.int8) for op in range(len(Op))]
+        for ops in self._uniform_ops:
+            ops.flags.writeable = False
         self._maybe_seeded = True  # some buffers.has_seed entry may be set
         self._status = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
@@ -159,7 +164,9 @@ class Pool:
         self._blocked = np.ones(n, np.bool_)
         self._any_blocked = True
         self._any_ended = False
+        self._num_ended = 0  # np.count_nonzero(self._ended), kept by _finish_ops
         self._keeps_ended = keeps_ended_state(autoreset)
+        self._disabled = autoreset is AutoresetMode.DISABLED
         self._in_flight = 0
         self._resets_in_flight = 0
         self._ready: collections.deque[int] = collections.deque()
@@ -380,26 +387,37 @@ class Pool:
             self._started[ids] = True
             self._broken[ids] = False
             refresh = True
-        if self._keeps_ended:
-            b, every = self.buffers, count == self.num_envs
-            if done == 0:
-                # Nothing ended: an env that had ended was reset by this call (or, in
-                # disabled mode, cannot have been stepped), so no blocked env changes.
-                if self._any_ended:
-                    if every:
-                        self._ended.fill(False)
-                    else:
-                        self._ended[ids] = False
-                    self._any_ended = not every and bool(np.count_nonzero(self._ended))
-                return refresh
+        if not self._keeps_ended:
+            return refresh
+        every = count == self.num_envs
+        if done:
             if every:
+                b = self.buffers
                 np.logical_or(b.terminated, b.truncated, out=self._ended)
-            else:
-                self._ended[ids] = b.terminated[ids] | b.truncated[ids]
-            # count_nonzero, not .any(): several times cheaper on small arrays.
-            self._any_ended = bool(done) if every and done is not None else bool(np.count_nonzero(self._ended))
-            refresh = refresh or self.autoreset is AutoresetMode.DISABLED
-        return refresh
+                self._num_ended = done
+                self._any_ended = True
+                return refresh or self._disabled
+        elif done == 0:
+            # Nothing ended: an env that had ended was reset by this call (or, in disabled
+            # mode, cannot have been stepped), so no blocked env changes.
+            if self._any_ended:
+                if every:
+                    self._ended.fill(False)
+                    self._num_ended = 0
+                else:
+                    self._ended[ids] = False
+                    self._num_ended = int(np.count_nonzero(self._ended))
+                self._any_ended = self._num_ended > 0
+            return refresh
+        b = self.buffers
+        if every:
+            np.logical_or(b.terminated, b.truncated, out=self._ended)
+        else:
+            self._ended[ids] = b.terminated[ids] | b.truncated[ids]
+        # count_nonzero, not .any(): several times cheaper on small arrays.
+        self._num_ended = int(np.count_nonzero(self._ended))
+        self._any_ended = self._num_ended > 0
+        return refresh or self._disabled
 
     def _refresh_blocked(self) -> None:
         np.logical_or(~self._started, self._broken, out=self._blocked)
@@ -456,21 +474,27 @@ class Pool:
         return infos, batch_infos([f for f in finals if f[1]], n), has_final
 
     def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
-                  op: np.ndarray | None = None) -> Batch:
-        """Every env's row, straight from the buffers (views, or copies with ``copy``)."""
+                  op: np.ndarray | None = None, uniform: bool = False) -> Batch:
+        """Every env's row, straight from the buffers (views, or copies with ``copy``).
+
+        ``uniform``: every env ran the same op (``buffers.ops[0]``); with ``copy`` the row ops
+        are then a shared read-only array instead of a copy.
+        """
         b = self.buffers
         if op is None:
             op = b.ops
         final_obs = b.final_obs if has_final is not None else None
         if not self.copy:
-            return Batch(self._all, b.obs, b.reward, b.terminated, b.truncated, op, final_obs,
-                         has_final, infos, finals)
+            return _new_batch(Batch, (self._all, b.obs, b.reward, b.terminated, b.truncated, op,
+                                      final_obs, has_final, infos, finals))
         obs = b.obs
         obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
         if final_obs is not None:
             final_obs = tree_map(np.copy, final_obs)
-        return Batch(self._all, obs, b.reward.copy(), b.terminated.copy(), b.truncated.copy(),
-                     op.copy() if op is b.ops else op, final_obs, has_final, infos, finals)
+        if op is b.ops:
+            op = self._uniform_ops[int(op[0])] if uniform else op.copy()
+        return _new_batch(Batch, (self._all, obs, b.reward.copy(), b.terminated.copy(),
+                                  b.truncated.copy(), op, final_obs, has_final, infos, finals))
 
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
@@ -507,12 +531,13 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(slice(None), batch)
-        resets = plan_ops_into(self.autoreset, self._ended, self._any_ended, self.buffers.ops)
+        resets = plan_ops_into(self.autoreset, self._ended, self._num_ended, self.buffers.ops)
         self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
         if self._run_all is not None:
             self._absorb(self._recv(0, self._run_all), sync=True)
         self._drain_all()
-        return self._all_rows(*self._take_infos(range(self.num_envs), self.num_envs))
+        infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
+        return self._all_rows(infos, finals, has_final, None, not resets)
 
     def _step_inline(self, actions: Any) -> Batch | None:
         """``step`` for executors that run a whole step inline (``Executor.step_all``).
@@ -526,7 +551,7 @@ class Pool:
         if arr.shape != self._act_batch_shape or arr.dtype.char not in self._act_chars:
             return None
         b, n = self.buffers, self.num_envs
-        resets = plan_ops_into(self.autoreset, self._ended, self._any_ended, b.ops)
+        resets = plan_ops_into(self.autoreset, self._ended, self._num_ended, b.ops)
         assert self._step_all is not None
         bad, done, step_infos, reset_infos = self._step_all(arr)
         if bad >= 0:
@@ -535,11 +560,12 @@ class Pool:
         if self._finish_ops(self._every, n, resets, done):
             self._refresh_blocked()
         same_step = not self._keeps_ended
+        uniform = not resets
         if step_infos is None and not reset_infos:
             # No infos at all (kernels): only same_step's rows that ended.
             if done and same_step:
-                return self._all_rows({}, {}, b.terminated | b.truncated)
-            return self._all_rows({}, {}, None)
+                return self._all_rows({}, {}, b.terminated | b.truncated, None, uniform)
+            return self._all_rows({}, {}, None, None, uniform)
         columns = _engine_columns(step_infos, n)
         if resets or (done and same_step):
             # Some env was reset by this call: its row gets its reset info (and in same_step
@@ -549,7 +575,7 @@ class Pool:
                 return self._all_rows(*patched)
             self._keep_inline_infos(columns, reset_infos or {}, same_step)
             return self._all_rows(*self._take_infos(range(n), n))
-        return self._all_rows(columns, {}, None)
+        return self._all_rows(columns, {}, None, None, uniform)
 
     def _patch_inline_infos(
         self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
