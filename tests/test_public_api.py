@@ -18,6 +18,7 @@ from gymnasium.vector.utils import batch_space
 
 import envhive
 import envhive.executors
+import envhive.frontends
 import envhive.testing
 from envhive.executors import available_executors
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv
@@ -62,9 +63,12 @@ WITH_EXAMPLES = [
     (envhive.testing, "ZooEnv"),
     (envhive.testing, "transcript"),
     (envhive.testing, "assert_same_transcript"),
+    (envhive.frontends, "DmEnv"),
+    (envhive.frontends, "Pool"),
+    (envhive.frontends, "Batch"),
 ]
 
-PUBLIC_MODULES = [envhive, envhive.executors, envhive.testing]
+PUBLIC_MODULES = [envhive, envhive.executors, envhive.frontends, envhive.testing]
 
 
 def test_all_is_exactly_the_public_api():

@@ -54,6 +54,17 @@ class Batch(NamedTuple):
     """What a pool call did to the envs it covers, one row per env (see the module docstring).
 
     A ``NamedTuple``: built on every step, so it must cost next to nothing.
+
+    Examples:
+        >>> import envhive, numpy as np
+        >>> pool = envhive.make("CartPole-v1", num_envs=2, seed=0, max_episode_steps=1).pool
+        >>> _ = pool.reset()
+        >>> b = pool.step(np.array([0, 1]))
+        >>> b.truncated.tolist(), b.step_type.tolist()
+        ([True, True], [2, 2])
+        >>> pool.step(np.array([0, 1])).is_reset.tolist()  # next_step: reset rows
+        [True, True]
+        >>> pool.close()
     """
 
     #: ``(rows,)`` int64: the pool's id of the env of each row.

@@ -94,8 +94,9 @@ def normalize_seeds(seed: Any, n: int) -> list[int | None]:
 class Pool:
     """A batch of envs run by one executor, with one autoreset policy.
 
-    Frontends (the gymnasium ``VectorEnv``, EnvPool-style send/recv, ...) are thin layers over
-    this class. It is not meant to be built directly: use :func:`envhive.make`.
+    Front ends (``envhive.frontends``: gymnasium, dm_env, ...) are thin layers over this class:
+    ``reset``, ``step`` and ``recv`` return a neutral :class:`~envhive._batch.Batch` each lays
+    out its own way. Build one with :func:`envhive.make` and take ``.pool``.
 
     Args:
         factories: one zero-argument env factory per env.
@@ -104,6 +105,16 @@ class Pool:
         batch_size: how many envs ``recv`` returns (``None``: all).
         seed: seeds for the first reset (see :func:`normalize_seeds`).
         copy: return copies (True) or views into the pool's buffers (False).
+
+    Examples:
+        >>> import envhive, numpy as np
+        >>> pool = envhive.make("CartPole-v1", num_envs=2, seed=0).pool
+        >>> batch = pool.reset()
+        >>> batch.obs.shape, batch.op.tolist()
+        ((2, 4), [1, 1])
+        >>> pool.call("spec", env_ids=[1])[0].id
+        'CartPole-v1'
+        >>> pool.close()
     """
 
     def __init__(
@@ -759,6 +770,12 @@ class Pool:
             self.executor.set_attr(name, list(values))
         else:
             self.executor.set_attr(name, list(values), ids)
+
+    def __del__(self) -> None:
+        # The pool, not its front end, owns the executor: a pool kept alone (``env.pool``)
+        # stays open after its front end is dropped, and closes when it is dropped itself.
+        if getattr(self, "closed", True) is False and hasattr(self, "executor"):
+            self.close()
 
     def close(self) -> None:
         """Close the executor and every env. Idempotent."""

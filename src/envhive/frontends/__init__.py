@@ -5,7 +5,9 @@
 * :class:`DmEnv` (``api="dm_env"``): DeepMind's ``dm_env`` API, batched.
 
 A front end reads only the pool's results (and its spaces); it never touches buffers or
-executors, so adding one touches nothing else.
+executors, so adding one touches nothing else. Writing one: take a :class:`Pool` (``env.pool``
+of any front end, or ``envhive.make(...).pool``), call ``pool.step``/``reset``/``recv`` and lay
+out the :class:`Batch` they return; infos come as :class:`Column`\ s.
 
 Examples:
     >>> import envhive
@@ -16,7 +18,10 @@ Examples:
     >>> env.close()
 """
 
+from envhive._batch import Batch
+from envhive._infos import Column
+from envhive._pool import Pool
 from envhive.frontends._dm_env import DmEnv
 from envhive.frontends._gymnasium import VectorEnv
 
-__all__ = ["VectorEnv", "DmEnv"]
+__all__ = ["VectorEnv", "DmEnv", "Pool", "Batch", "Column"]

@@ -260,9 +260,6 @@ class VectorEnv(GymVectorEnv):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        if getattr(self, "closed", True) is False and hasattr(self, "_pool"):
-            self.close()
 
     def __repr__(self) -> str:
         how = self._pool.executor.describe() + (" (auto)" if self._chosen_by_auto else "")
