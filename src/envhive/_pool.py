@@ -36,7 +36,14 @@ from gymnasium.vector import AutoresetMode
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
 from envhive._buffers import Buffers, BufferSpec, as_index
-from envhive._infos import Column, InfoColumns, add_info, batch_infos
+from envhive._infos import (
+    InfoColumns,
+    add_info,
+    batch_infos,
+    engine_columns,
+    patch_reset_rows,
+    split_rows,
+)
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
 from envhive._spaces import ArrayCodec, tree_map
@@ -577,7 +584,7 @@ class Pool:
             if done and same_step:
                 return self._all_rows({}, {}, b.terminated | b.truncated, None, uniform)
             return self._all_rows({}, {}, None, None, uniform)
-        columns = _engine_columns(step_infos, n)
+        columns = engine_columns(step_infos, n)
         if resets or (done and same_step):
             # Some env was reset by this call: its row gets its reset info (and in same_step
             # mode its step info as final info), as on the general path.
@@ -591,70 +598,21 @@ class Pool:
     def _patch_inline_infos(
         self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
     ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None] | None:
-        """The infos of an inline step that reset some envs, made by patching the engine's
-        step-info columns at those envs' rows only (the per-env way costs ~3 µs per env and
-        key). Returns ``None`` where patching could not reproduce the per-env result exactly
-        (no step infos, non-numeric columns, or a reset info value whose slot type differs
-        from the step info's for the same key): the caller then takes the per-env way."""
-        if not step_infos:
-            return None
-        b, n = self.buffers, self.num_envs
+        """``patch_reset_rows`` for this step: rows reset by it (same_step: rows that ended)."""
+        b = self.buffers
         ended = b.terminated | b.truncated
         special = np.flatnonzero(ended if same_step else (b.ops == _RESET))
-        keys = [k for k, col in step_infos.items() if type(col.values) is np.ndarray]
-        if len(keys) != len(step_infos) or any(step_infos[k].values.dtype.kind not in "iuf" for k in keys):
-            return None  # numbers only: other slot types decide differently per env
-        for i in special.tolist():
-            for key, value in reset_infos.get(i, {}).items():
-                if key in step_infos:
-                    have = step_infos[key].values
-                    if type(value) in (int, float, bool) or isinstance(value, np.number):
-                        if np.dtype(type(value)) != have.dtype:  # type: ignore[union-attr]
-                            return None
-                    else:
-                        return None
-        infos = step_infos
-        finals: InfoColumns = {}
-        has_final = None
-        if same_step and special.size:
-            has_final = ended
-            for k, c in infos.items():
-                values = np.zeros_like(c.values)  # type: ignore[arg-type]
-                values[ended] = c.values[ended]  # type: ignore[index]
-                if np.count_nonzero(c.mask & ended):
-                    finals[k] = Column(values, c.mask & ended)
-        for k in keys:
-            infos[k].values[special] = 0  # type: ignore[index]
-            infos[k].mask[special] = False
-        for i in special.tolist():
-            info = reset_infos.get(i)
-            if info:
-                add_info(infos, info, i, n)
-        for k in keys:
-            if not infos[k].mask.any():  # no env reported it: gymnasium has no such key
-                del infos[k]
-        return infos, finals, has_final
+        return patch_reset_rows(step_infos, reset_infos, special, ended if same_step else None)
 
     def _keep_inline_infos(
         self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
     ) -> None:
-        """Store an inline step's infos per env, as ``_absorb`` does for the general path:
-        reset envs get their reset info; in same_step mode an env that ended gets its step
-        info as its final info."""
+        """Keep an inline step's infos per env, as ``_absorb`` keeps the general path's."""
         b = self.buffers
-        ops = b.ops.tolist()
         ended = (b.terminated | b.truncated).tolist() if same_step else None
-        keys = [(k, col.values, col.mask) for k, col in step_infos.items()]
-        for i in range(self.num_envs):
-            info: dict[str, Any] | None
-            if ops[i] == _RESET or (ended is not None and ended[i]):
-                if ops[i] != _RESET:
-                    self._final_infos[i] = {k: v[i] for k, v, mask in keys if mask[i]}
-                info = reset_infos.get(i)
-            else:
-                info = {k: v[i] for k, v, mask in keys if mask[i]}
-            if info:
-                self._infos[i] = info
+        infos, finals = split_rows(step_infos, reset_infos, b.ops.tolist(), ended)
+        self._infos.update(infos)
+        self._final_infos.update(finals)
 
     def _mask_ids(self, mask: Any) -> np.ndarray:
         n = self.num_envs
@@ -786,14 +744,3 @@ class Pool:
         self._in_flight = 0
         self.executor.close()
 
-
-def _engine_columns(step_infos: Any, n: int) -> InfoColumns:
-    """An engine's step infos (one value per env for every key) as columns."""
-    if not step_infos:
-        return {}
-    # TODO(engines): engines still return gymnasium's layout; drop the masks they add.
-    return {
-        k: Column(v, np.ones(n, np.bool_))
-        for k, v in step_infos.items()
-        if not (k.startswith("_") and k[1:] in step_infos)
-    }

@@ -1,4 +1,4 @@
-"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` its own way.
+r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` its own way.
 
 * :class:`VectorEnv` (``api="gymnasium"``, the default): gymnasium's vector API, plus
   EnvPool-style ``send``/``recv``.
