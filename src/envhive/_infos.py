@@ -212,7 +212,7 @@ def patch_reset_rows(
 ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None] | None:
     """The infos of an inline step whose ``special`` rows were reset, made by patching the
     engine's step-info columns at those rows only (the per-env way, :func:`split_rows` then
-    :func:`batch_infos`, costs a few µs per env and key).
+    :func:`batch_infos`, touches every env and key in Python).
 
     Each special row loses its step info and gets its reset info; with ``ended`` (same_step:
     the rows that ended, which are the special ones) its step info becomes its final info.

@@ -269,7 +269,7 @@ class EnvRunner:
         b = self.buffers
         assert b is not None
         if len(ids) == 1:
-            # One env (the latency case): scalar writes are ~5x cheaper than list writes.
+            # One env (the latency case): scalar writes skip the list-to-array conversion.
             i, obs = ids[0], obs_list[0]
             if not with_obs:
                 pass
