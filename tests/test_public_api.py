@@ -242,3 +242,31 @@ def test_call_get_set_attr():
         assert env.call("_obs", 2)[0].tolist() == [1, -1, 0, 2]
         with pytest.raises(envhive.ConfigError):
             env.set_attr("tag", [1, 2])
+
+
+def test_import_works_where_the_process_executor_cannot_run():
+    # e.g. no POSIX shared memory or semaphores: envhive imports, the executor is unavailable.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['envhive.executors._process'] = None\n"
+        "import envhive\n"
+        "from envhive.executors import available_executors\n"
+        "assert 'process' not in available_executors(), available_executors()\n"
+        "env = envhive.make('CartPole-v1', 2)\n"
+        "env.close()\n"
+        "try:\n"
+        "    envhive.make('CartPole-v1', 2, executor='process')\n"
+        "except envhive.ConfigError as err:\n"
+        "    assert 'not available' in str(err), err\n"
+        "else:\n"
+        "    raise AssertionError('no error')\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    # ... and importing envhive does not import the process executor at all.
+    code = "import sys, envhive; print('envhive.executors._process' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
