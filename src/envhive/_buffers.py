@@ -25,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envhive._extras import require
 from envhive._spaces import Codec, Tree, codec_for
 from envhive.errors import ConfigError
 
@@ -174,15 +175,6 @@ class Buffers:
             return tree
         from envhive._spaces import tree_map
 
-        torch = _torch()
+        torch = require("torch", "torch", "namespace='torch'")
         return tree_map(lambda a: a if a.dtype == object else torch.from_numpy(a), tree)
 
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ConfigError(
-            "namespace='torch' needs PyTorch: pip install 'envhive[torch]' (or torch)"
-        ) from None
-    return torch

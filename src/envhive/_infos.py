@@ -252,7 +252,7 @@ def patch_reset_rows(
             if np.count_nonzero(c.mask & ended):
                 finals[k] = Column(values, c.mask & ended)
     for k in keys:
-        infos[k].values[special] = 0  # type: ignore[index]
+        infos[k].values[special] = 0  # type: ignore[index,assignment]
         infos[k].mask[special] = False
     for i in special.tolist():
         info = reset_infos.get(i)

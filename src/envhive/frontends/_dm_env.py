@@ -37,6 +37,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from envhive._batch import LAST, Batch
+from envhive._extras import require
 from envhive._pool import Pool
 from envhive._spaces import tree_map
 from envhive.errors import ConfigError
@@ -45,13 +46,7 @@ __all__ = ["DmEnv", "spec_for"]
 
 
 def _dm_env() -> Any:
-    try:
-        import dm_env
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ConfigError(
-            "api='dm_env' needs the dm_env package: pip install 'envhive[dm_env]'"
-        ) from None
-    return dm_env
+    return require("dm_env", "dm_env", "api='dm_env'")
 
 
 def spec_for(space: spaces.Space, name: str) -> Any:
