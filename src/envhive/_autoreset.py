@@ -89,12 +89,13 @@ def keeps_ended_state(mode: AutoresetMode) -> bool:
 def plan_ops_into(mode: AutoresetMode, ended: np.ndarray, num_ended: int, out: np.ndarray) -> int:
     """:func:`plan_ops` for every env, written into ``out``; returns how many RESET ops.
 
-    The pool's sync steps use this (no temporary arrays). ``num_ended`` must be the number of
-    True entries of ``ended`` (the pool keeps it, so nothing is counted here).
+    The pool's sync steps use this (no temporary arrays). ``ended`` is the ended mask as
+    int8 0/1 (the pool keeps an int8 view of its bool mask: the same bytes), and
+    ``num_ended`` its number of ones (the pool keeps it, so nothing is counted here).
 
     Examples:
         >>> out = np.zeros(3, np.int8)
-        >>> plan_ops_into(AutoresetMode.NEXT_STEP, np.array([False, True, False]), 1, out)
+        >>> plan_ops_into(AutoresetMode.NEXT_STEP, np.array([0, 1, 0], np.int8), 1, out)
         1
         >>> out.tolist()
         [0, 1, 0]
@@ -103,9 +104,9 @@ def plan_ops_into(mode: AutoresetMode, ended: np.ndarray, num_ended: int, out: n
         out.fill(_STEP_RESET_INT)
         return 0
     if mode is AutoresetMode.NEXT_STEP and num_ended:
-        # ended -> RESET (1), else STEP (0): bool and int8 share their bytes, so a plain copy
-        # of the bool array seen as int8 (no casting loop, no np.where temporary).
-        np.copyto(out, ended.view(np.int8))
+        # ended -> RESET (1), else STEP (0): a plain copy of the 0/1 bytes (no casting loop, no
+        # np.where temporary).
+        np.copyto(out, ended)
         return num_ended
     out.fill(_STEP_INT)
     return 0

@@ -183,6 +183,7 @@ class Pool:
         self._any_blocked = True
         self._any_ended = False
         self._num_ended = 0  # np.count_nonzero(self._ended), kept by _finish_ops
+        self._ended_i8 = self._ended.view(np.int8)  # the same bytes: what planning copies
         self._keeps_ended = keeps_ended_state(autoreset)
         self._disabled = autoreset is AutoresetMode.DISABLED
         self._in_flight = 0
@@ -549,7 +550,7 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(slice(None), batch)
-        resets = plan_ops_into(self.autoreset, self._ended, self._num_ended, self.buffers.ops)
+        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
         self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
         if self._run_all is not None:
             self._absorb(self._recv(0, self._run_all), sync=True)
@@ -568,10 +569,9 @@ class Pool:
         arr = actions if type(actions) is np.ndarray else np.asarray(actions)
         if arr.shape != self._act_batch_shape or arr.dtype.char not in self._act_chars:
             return None
-        b, n = self.buffers, self.num_envs
-        resets = plan_ops_into(self.autoreset, self._ended, self._num_ended, b.ops)
-        assert self._step_all is not None
-        bad, done, step_infos, reset_infos = self._step_all(arr)
+        b, n, step_all = self.buffers, self.num_envs, self._step_all
+        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
+        bad, done, step_infos, reset_infos = step_all(arr)  # type: ignore[misc]
         if bad >= 0:
             self._validated_actions(actions, self._all)  # raises ActionError, naming the env
             raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
