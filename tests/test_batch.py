@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import envhive
 from envhive._batch import FIRST, LAST, MID, NO_OP, Batch
@@ -155,3 +157,30 @@ def test_native_inline_step_returns_the_same_batch_as_the_general_path() -> None
                 if x.has_final is not None:
                     np.testing.assert_array_equal(x.has_final, y.has_final)
                     np.testing.assert_array_equal(x.final_obs[x.has_final], y.final_obs[y.has_final])
+
+
+# ------------------------------------------------------------------ random done patterns
+patterns = st.lists(st.tuples(st.integers(1, 4), st.sampled_from(["term", "trunc"])), min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(patterns, min_size=1, max_size=4),
+    st.sampled_from(["next_step", "same_step"]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_batches_say_what_happened_for_any_done_pattern(per_env, mode, batch_size, copy):
+    n = len(per_env)
+    k = min(batch_size, n)
+    fns = [functools.partial(CountingEnv, pattern=p, tag=i) for i, p in enumerate(per_env)]
+    with envhive.make(fns, autoreset=mode, batch_size=k, copy=copy) as env:
+        pool = env.pool
+        check_batch(pool.reset(seed=0), mode)
+        for t in range(8):
+            check_batch(pool.step(np.full(n, t % 3)), mode)
+        pool.async_reset()
+        for t in range(8):
+            b = pool.recv()
+            check_batch(b, mode)
+            pool.send(np.full(k, t % 3), b.env_ids)
