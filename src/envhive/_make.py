@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +14,9 @@ from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._gymnasium import VectorEnv
+
+if TYPE_CHECKING:
+    from envhive.frontends._dm_env import DmEnv
 
 __all__ = ["make"]
 
@@ -110,6 +113,40 @@ def _resolve_envs(
     )
 
 
+@overload
+def make(
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: str | Any = "next_step",
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+    api: Literal["gymnasium"] = ...,
+) -> VectorEnv: ...
+
+
+@overload
+def make(
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: str | Any = "next_step",
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+    api: Literal["dm_env"],
+) -> DmEnv: ...
+
+
 def make(
     env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
     num_envs: int = 1,
@@ -123,7 +160,7 @@ def make(
     max_episode_steps: int | None = None,
     copy: bool = True,
     api: str = "gymnasium",
-) -> Any:
+) -> VectorEnv | DmEnv:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
