@@ -478,6 +478,16 @@ class Pool:
         resets = plan_ops_into(mode, self._ended, self._any_ended, b.ops)
         assert self._step_all is not None
         bad, done, step_infos, reset_infos = self._step_all(arr)
+        # --- engines protocol shim (envhive.engines.StepAllResult), to go when the pool reads
+        # neutral info columns: rebuild gymnasium's layout, {k: v, "_k": all-True mask} per key.
+        if step_infos:
+            masks = np.ones((len(step_infos), n), np.bool_)  # one block for every key's mask
+            laid_out: dict[str, Any] = {}
+            for (key, column), mask in zip(step_infos.items(), masks):
+                laid_out[key] = column
+                laid_out[f"_{key}"] = mask
+            step_infos = laid_out
+        # --- end of the shim
         if bad >= 0:
             self._validated_actions(actions, self._all)  # raises ActionError, naming the env
             raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")

@@ -12,8 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envhive._ops import RESET, STEP
 from envhive.errors import ActionError, ConfigError
-from envhive.kernels._kernel import _RESET, _STEP, Binding, Kernel
+from envhive.kernels._kernel import Binding, Kernel
 
 __all__ = ["KernelEnv", "KernelFactory"]
 
@@ -76,7 +77,7 @@ class KernelEnv(gym.Env):
         if seed is not None:
             self.kernel.seed(0, seed)
         self.kernel.restock([0])  # the first reset: no stock yet
-        self._run(_RESET, validate=False)
+        self._run(RESET, validate=False)
         self._started = True
         return self._obs[0].copy(), {}
 
@@ -88,7 +89,7 @@ class KernelEnv(gym.Env):
             self._actions[0] = action
         except (TypeError, ValueError) as err:
             raise ActionError(f"{self.kernel.id}: action {action!r} is not in {self.action_space}: {err}") from None
-        if self._run(_STEP, validate=True) >= 0:
+        if self._run(STEP, validate=True) >= 0:
             raise ActionError(f"{self.kernel.id}: action {action!r} is outside {self.action_space}")
         return (
             self._obs[0].copy(),
