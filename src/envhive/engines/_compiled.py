@@ -6,7 +6,8 @@
   (:data:`resets_in_op`), so that the rule is written once for Python and compiled code.
 * numpy's exact arithmetic where compiled code must reproduce it bit for bit:
   :func:`pairwise_sum` (numpy's pairwise summation) and :func:`clip` (numpy's NaN-propagating
-  float clip); :func:`first_bad_action` checks a batch of Box actions.
+  float clip); :func:`square` / :func:`square32` (numpy's scalar ``x**2``: the C library's
+  ``pow``, see :data:`HAVE_LIBM_POW`); :func:`first_bad_action` checks a batch of Box actions.
 
 Examples:
     >>> import numpy as np
@@ -21,6 +22,9 @@ Examples:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import sys
 from typing import Any
 
 import numba
@@ -37,6 +41,9 @@ __all__ = [
     "pairwise_sum",
     "clip",
     "first_bad_action",
+    "HAVE_LIBM_POW",
+    "square",
+    "square32",
 ]
 
 
@@ -131,3 +138,61 @@ def first_bad_action(actions: Any, lo: Any, hi: Any) -> int:  # pragma: no cover
             if not (v >= lo[j] and v <= hi[j]):
                 return i
     return -1
+
+
+# numpy's scalar x**2 is the C library's pow, not always the correctly rounded x * x.
+def _libm_function(name: str, ctype: Any) -> Any:
+    """The C library's ``name`` (the function numpy's scalar ``**`` calls), or ``None``.
+
+    numba's own ``math.pow`` goes through LLVM, which rewrites ``pow(x, 2.0)`` as ``x * x``;
+    a ctypes function pointer is called as it is.
+    """
+    libraries: list[Any] = []
+    if sys.platform != "win32":
+        try:
+            libraries.append(ctypes.CDLL(None))  # the process's symbols: Python links libm
+        except OSError:  # pragma: no cover - platform specific
+            pass
+    for lib in ("m", "ucrtbase", "msvcrt"):
+        path = ctypes.util.find_library(lib)
+        if path:
+            try:
+                libraries.append(ctypes.CDLL(path))
+            except OSError:  # pragma: no cover - platform specific
+                pass
+    for library in libraries:
+        fn = getattr(library, name, None)
+        if fn is not None:
+            fn.restype = ctype
+            fn.argtypes = [ctype, ctype]
+            return fn
+    return None  # pragma: no cover - platform specific
+
+
+_c_pow = _libm_function("pow", ctypes.c_double)
+_c_powf = _libm_function("powf", ctypes.c_float)
+
+#: Whether the kernels call the C library's ``pow``/``powf`` for gymnasium's ``x**2`` (as
+#: numpy does). Without it, they square with ``x * x``, which differs in the last bit in
+#: about 0.1% of cases.
+HAVE_LIBM_POW = _c_pow is not None and _c_powf is not None
+
+if HAVE_LIBM_POW:
+
+    @numba.njit(nogil=True, inline="always")
+    def square(x):  # pragma: no cover - compiled
+        return _c_pow(x, 2.0)
+
+    @numba.njit(nogil=True, inline="always")
+    def square32(x):  # pragma: no cover - compiled
+        return _c_powf(x, np.float32(2.0))
+
+else:  # pragma: no cover - platform specific
+
+    @numba.njit(nogil=True, inline="always")
+    def square(x):
+        return x * x
+
+    @numba.njit(nogil=True, inline="always")
+    def square32(x):
+        return x * x

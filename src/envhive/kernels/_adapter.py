@@ -7,7 +7,7 @@ compiled code, so that an ``envhive/...`` id gives the same numbers on every exe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -15,6 +15,9 @@ import numpy as np
 from envhive._ops import RESET, STEP
 from envhive.errors import ActionError, ConfigError
 from envhive.kernels._kernel import Binding, Kernel
+
+if TYPE_CHECKING:
+    from envhive.engines import Engine
 
 __all__ = ["KernelEnv", "KernelFactory"]
 
@@ -127,7 +130,7 @@ class KernelFactory:
     def __call__(self) -> KernelEnv:
         return KernelEnv(self.kernel_cls, self.max_episode_steps, **self.kwargs)
 
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Any:
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
         """The native executor's engine: one kernel of ``num_envs`` envs (single-threaded)."""
         from envhive.kernels._engine import KernelEngine
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import clip as _clip
+from envhive.engines._compiled import square as _square
 from envhive.envs.mujoco._families import (
     _NQ,
     _NV,
@@ -96,7 +97,7 @@ class InvertedDoublePendulumFamily(Family):
     when the tip is at or below height 1.
 
     ``x**2`` is numpy's scalar power, i.e. the C library's ``pow``, called here too (as the
-    Pendulum kernel does). ``sin``/``cos`` are the C library's (numba's), which equal numpy's
+    Pendulum kernel does, ``envhive.engines._compiled.square``). ``sin``/``cos`` are the C library's (numba's), which equal numpy's
     float64 ``sin``/``cos`` bit for bit on the machines this was tested on; the gymnasium
     differential test would show a machine where they do not.
     """
@@ -140,8 +141,6 @@ class InvertedDoublePendulumFamily(Family):
 
     @classmethod
     def compiled(cls) -> Any:
-        from envhive.kernels.classic._pendulum import _square
-
         physics = _physics_fn()
         obs_one = cls.obs_one()
         v_survive, v_dist, v_vel = (_IDP_V[k] for k in _IDP_INFO)

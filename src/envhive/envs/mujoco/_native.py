@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numba
@@ -51,7 +51,7 @@ from envhive._buffers import Buffers
 from envhive._ops import RESET, RESET_REWARD
 from envhive._report import Completion, env_error, env_props
 from envhive._runner import EnvRunner
-from envhive.engines import StepAllResult, family_of
+from envhive.engines import Engine, StepAllResult, family_of
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import first_bad_action, reset_rows
 from envhive.engines._libmujoco import libmujoco_fns
@@ -370,6 +370,12 @@ class MujocoEngine:
         """Close every env."""
         EnvRunner(self.envs, first_id=0).close()  # also when __init__ failed halfway
         self.envs = []
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(engine: MujocoEngine) -> Engine:
+        return engine  # mypy checks MujocoEngine against the Engine protocol here
 
 
 _LOCK_ALWAYS = False
