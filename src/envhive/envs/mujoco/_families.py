@@ -84,12 +84,6 @@ _CTRL_F32 = _LOCO["ctrl_cost_f32"]
 _OBS_SKIP = _LOCO["obs_skip"]
 
 
-def _libmujoco() -> tuple[Any, Any]:
-    """``(mj_step, mj_rnePostConstraint)`` of the ``libmujoco`` the ``mujoco`` package ships."""
-    fns = libmujoco_fns()
-    return fns["mj_step"], fns["mj_rnePostConstraint"]
-
-
 class Family:
     """How the engine steps one env class: its compiled step and what it reads.
 
@@ -217,7 +211,8 @@ def _physics_fn() -> Any:
     action into ``data.ctrl``, ``mj_step`` ``frame_skip`` times, then ``mj_rnePostConstraint``
     if the env calls it (as ``MujocoEnv.step``)."""
     if not _PHYSICS:
-        c_step, c_rne = _libmujoco()
+        fns = libmujoco_fns()
+        c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]
 
         @numba.njit(nogil=True)
         def physics(row, par, act):  # type: ignore[no-untyped-def]  # pragma: no cover
