@@ -18,7 +18,7 @@ import numpy as np
 
 import envhive
 from envhive._bench import Measurement, measure_steps, random_actions
-from envhive._registry import _BUILTIN, _load
+from envhive._registry import _load
 from envhive.engines import compiled_env
 from envhive.executors import available_executors, compiled_runner
 
