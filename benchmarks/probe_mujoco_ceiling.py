@@ -49,9 +49,10 @@ def _native_physics(envs: list[Any]) -> Any:
     """``rate(threads, seconds)``: the native engine's physics loop alone, free-running."""
     import numba
 
-    from envhive.envs.mujoco._families import _libmujoco
+    from envhive.engines._libmujoco import libmujoco_fns
 
-    c_step, c_rne = _libmujoco()
+    fns = libmujoco_fns()
+    c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]
 
     @numba.njit(nogil=True, parallel=True)
     def physics(ms, ds, rne):  # type: ignore[no-untyped-def]

@@ -20,7 +20,8 @@ MODULES = sorted(
 MUST_HAVE_EXAMPLES = {
     "envhive", "envhive._make", "envhive._registry", "envhive.frontends._gymnasium", "envhive.frontends._dm_env", "envhive._batch", "envhive._infos", "envhive._pool",
     "envhive._spaces", "envhive._autoreset", "envhive._infos", "envhive.errors",
-    "envhive.executors", "envhive.testing",
+    "envhive.executors", "envhive.testing", "envhive.engines", "envhive.engines._protocol",
+    "envhive.engines._registry", "envhive.engines._compiled", "envhive.engines._libmujoco",
 }
 
 

@@ -17,6 +17,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 import envhive
+import envhive.engines
 import envhive.executors
 import envhive.frontends
 import envhive.testing
@@ -63,12 +64,19 @@ WITH_EXAMPLES = [
     (envhive.testing, "ZooEnv"),
     (envhive.testing, "transcript"),
     (envhive.testing, "assert_same_transcript"),
+    (envhive.engines, "Engine"),
+    (envhive.engines, "StepAllResult"),
+    (envhive.engines, "CompiledEnv"),
+    (envhive.engines, "compiled_ids"),
+    (envhive.engines, "compiled_env"),
+    (envhive.engines, "family_of"),
+    (envhive.engines, "load_entry_point"),
     (envhive.frontends, "DmEnv"),
     (envhive.frontends, "Pool"),
     (envhive.frontends, "Batch"),
 ]
 
-PUBLIC_MODULES = [envhive, envhive.executors, envhive.frontends, envhive.testing]
+PUBLIC_MODULES = [envhive, envhive.executors, envhive.frontends, envhive.testing, envhive.engines]
 
 
 def test_all_is_exactly_the_public_api():

@@ -18,7 +18,8 @@ import numpy as np
 
 import envhive
 from envhive._bench import Measurement, measure_steps, random_actions
-from envhive._registry import _BUILTIN, _KERNELS, _load
+from envhive._registry import _load
+from envhive.engines import compiled_env
 from envhive.executors import available_executors, compiled_runner
 
 __all__ = ["main"]
@@ -57,12 +58,13 @@ def _bench_gym_vector(env_id: str, num_envs: int, seconds: float) -> Measurement
 
 def _plan(env_id: str, chosen: list[str] | None) -> tuple[list[str], str, Any]:
     """(executors, gymnasium id of the peer, peer runner) for one env id."""
-    if env_id in _KERNELS:
-        gym_id: str = getattr(_load(_KERNELS[env_id]), "gym_id")  # noqa: B009
+    compiled = compiled_env(env_id)
+    if compiled is not None and compiled.engine == "kernel":
+        gym_id: str = getattr(_load(compiled.entry_point), "gym_id")  # noqa: B009
         spec = gym.spec(gym_id)
         peer = _bench_gym_vector if spec.vector_entry_point is not None else _bench_gym_sync
         return (chosen or ["native"]), gym_id, peer
-    if getattr(_BUILTIN.get(env_id), "native", False):  # compiled MuJoCo: vs gymnasium's own env
+    if compiled is not None:  # compiled MuJoCo: vs gymnasium's own env
         return (chosen or ["native"]), env_id.removeprefix("envhive/"), _bench_gym_sync
     return (chosen or available_executors()), env_id, _bench_gym_sync
 
@@ -107,7 +109,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
         others = [e for e in available_executors() if e != "serial"]
-        if args.env in _KERNELS or getattr(_BUILTIN.get(args.env), "native", False):
+        if compiled_env(args.env) is not None:  # kernels and compiled MuJoCo ids
             others.insert(0, "native")
         for name in ["serial", *others]:
             env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)

@@ -196,12 +196,8 @@ def engine_columns(step_infos: Any, n: int) -> InfoColumns:
     """
     if not step_infos:
         return {}
-    # TODO(engines): engines still return gymnasium's layout; drop the masks they add.
-    return {
-        k: Column(v, np.ones(n, np.bool_))
-        for k, v in step_infos.items()
-        if not (k.startswith("_") and k[1:] in step_infos)
-    }
+    masks = np.ones((len(step_infos), n), np.bool_)  # one allocation for every key's mask
+    return {k: Column(v, mask) for (k, v), mask in zip(step_infos.items(), masks)}
 
 
 def patch_reset_rows(

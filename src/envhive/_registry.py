@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from envhive.engines import Engine, compiled_env, compiled_ids
 from envhive.errors import ConfigError, UnknownEnvError
 
 __all__ = ["EnvSpec", "register", "list_envs", "resolve_id", "EnvFactoryFromCallable"]
@@ -56,32 +57,8 @@ class EnvSpec:
 
 
 _ENVHIVE: dict[str, EnvSpec] = {}
-# envhive's compiled kernels: id -> "module:KernelClass" (imported on first use: numba is slow
-# to import, and most programs use a few ids).
-_KERNELS: dict[str, str] = {
-    "envhive/CartPole-v1": "envhive.kernels.classic._cartpole:CartPoleKernel",
-    "envhive/Pendulum-v1": "envhive.kernels.classic._pendulum:PendulumKernel",
-    "envhive/MountainCar-v0": "envhive.kernels.classic._mountain_car:MountainCarKernel",
-    "envhive/MountainCarContinuous-v0": "envhive.kernels.classic._mountain_car:MountainCarContinuousKernel",
-    "envhive/Acrobot-v1": "envhive.kernels.classic._acrobot:AcrobotKernel",
-}
-# envhive's other built-in envs: the MuJoCo envs. Those with a compiled step (HalfCheetah, Ant,
-# Hopper, Walker2d, Swimmer, InvertedPendulum, InvertedDoublePendulum, Reacher) run on the native
-# executor (physics and rewards
-# of the whole batch in one GIL-free parallel call). The others on threads (mujoco releases the GIL), which pay for their hand-offs from 2
-# envs on when the physics is expensive (Humanoid: ~180 µs a step), but only from ~32 envs for
-# the cheap ones (~30 µs: on 2 cores HalfCheetah x 8 ran 16-21K steps/s with threads, 24K
-# serial; x 32 27K vs 26K; x 64 40K vs 25K, before it had a compiled step).
-_NATIVE_MUJOCO = {
-    "Ant-v5": "AntEnv",
-    "HalfCheetah-v5": "HalfCheetahEnv",
-    "Hopper-v5": "HopperEnv",
-    "InvertedDoublePendulum-v5": "InvertedDoublePendulumEnv",
-    "InvertedPendulum-v5": "InvertedPendulumEnv",
-    "Reacher-v5": "ReacherEnv",
-    "Swimmer-v5": "SwimmerEnv",
-    "Walker2d-v5": "Walker2dEnv",
-}
+# envhive's built-in envs that are not compiled: they run on threads (mujoco releases the GIL),
+# which pay for their hand-offs from 2 envs on when the physics is expensive (Humanoid).
 _BUILTIN: dict[str, EnvSpec] = {
     f"envhive/{name}": EnvSpec(
         f"envhive/{name}",
@@ -94,13 +71,16 @@ _BUILTIN: dict[str, EnvSpec] = {
         "Humanoid-v5": ("HumanoidEnv", 2),
     }.items()
 }
+# The compiled MuJoCo ids (envhive.engines' registry, the one list of compiled ids) run on the
+# native executor: physics and rewards of the whole batch in one GIL-free parallel call.
 _BUILTIN.update(
     {
-        f"envhive/{name}": EnvSpec(
-            f"envhive/{name}", f"envhive.envs.mujoco:{cls}", executor="native", limit_in_env=True,
-            executor_min_envs=1, native=True,
+        e.id: EnvSpec(
+            e.id, e.entry_point, executor="native", limit_in_env=True, executor_min_envs=1,
+            native=True,
         )
-        for name, cls in _NATIVE_MUJOCO.items()
+        for e in map(compiled_env, compiled_ids("mujoco"))
+        if e is not None
     }
 )
 
@@ -131,13 +111,13 @@ def list_envs() -> list[str]:
         >>> "Pendulum-v1" in list_envs()
         True
     """
-    own = sorted({*_ENVHIVE, *_KERNELS, *_BUILTIN})
+    own = sorted({*_ENVHIVE, *compiled_ids(), *_BUILTIN})
     return own + sorted(k for k in gym.registry if k not in own)
 
 
 def builtin_ids() -> list[str]:
     """The ids envhive itself implements (kernels and the MuJoCo envs)."""
-    return sorted({*_KERNELS, *_BUILTIN})
+    return sorted({*compiled_ids(), *_BUILTIN})
 
 
 def _load(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:
@@ -183,7 +163,7 @@ class NativeEnvFactory(EnvFactoryFromCallable):
     :meth:`native_engine` instead and steps the whole batch in one compiled call.
     """
 
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Any:
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
         """The native executor's engine for ``num_envs`` of these envs."""
         from envhive.envs.mujoco._native import MujocoEngine
 
@@ -243,10 +223,11 @@ def resolve_id(
         kind = NativeEnvFactory if spec.native else EnvFactoryFromCallable
         factory = kind(fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs)
         return factory, env_id
-    if env_id in _KERNELS:
+    compiled = compiled_env(env_id)
+    if compiled is not None and compiled.engine == "kernel":
         from envhive.kernels._adapter import KernelFactory
 
-        kernel_cls: Any = _load(_KERNELS[env_id])
+        kernel_cls: Any = _load(compiled.entry_point)
         return KernelFactory(kernel_cls, kwargs, max_episode_steps), env_id
     _import_plugin(env_id)
     try:

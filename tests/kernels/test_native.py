@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import envhive
-from envhive._registry import _KERNELS
+from envhive.engines import compiled_ids
 from envhive.executors import available_executors
 from envhive.testing import assert_same_transcript
 
-KERNEL_IDS = sorted(_KERNELS)
+KERNEL_IDS = compiled_ids("kernel")
 MODES = ["next_step", "same_step", "disabled"]
 N = 5
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 pytest.importorskip("mujoco")
 
 import envhive  # noqa: E402
-from envhive.envs.mujoco._families import _clip, first_bad_action, pairwise_sum  # noqa: E402
+from envhive.engines._compiled import clip as _clip  # noqa: E402
+from envhive.engines._compiled import first_bad_action, pairwise_sum  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
 NATIVE = ["HalfCheetah-v5", "Ant-v5"]  # most tests

@@ -7,17 +7,9 @@ an *engine* built by the ids' factory performs them and writes into the pool's b
 steps take the ``step_all`` shortcut: the pool plans the ops, the engine validates the actions
 and steps every env in one call.
 
-The engine protocol (duck-typed; see ``envhive.kernels._engine.KernelEngine``):
-
-* ``props``: the envs' :class:`~envhive.executors.EnvProps` (one object for all of them);
-* ``bind(buffers)``: attach the pool's buffers;
-* ``step_all(actions) -> (bad, done, step_infos, reset_infos)``: run every env's op with the
-  caller's batch; ``bad`` is ``-1`` or the first env whose action is outside the action space
-  (then nothing ran), ``done`` counts stepped envs whose episode ended, ``step_infos`` are the
-  step infos of every env batched as gymnasium does (``None``: no infos), ``reset_infos`` the
-  non-empty reset infos of the envs this call reset;
-* ``run(ids, options, completion)``: the general path, ops of ``ids`` with the buffers' actions;
-* ``call``, ``set_attr``, ``close``.
+The engine protocol is :class:`envhive.engines.Engine` (``step_all`` returns an
+:class:`envhive.engines.StepAllResult`, whose step infos are neutral columns, one value per
+env); which engine runs an id is registered in ``envhive.engines`` (``compiled_env``).
 
 Examples:
     >>> import envhive, numpy as np
@@ -40,6 +32,7 @@ import numpy as np
 
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
+from envhive.engines import Engine, StepAllResult
 from envhive.errors import ConfigError
 from envhive.executors._protocol import Executor
 
@@ -78,7 +71,7 @@ class NativeExecutor(Executor):
         ):
             raise ConfigError(f"num_threads: expected a positive int or None, got {num_threads!r}")
         self.num_threads = num_threads
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._done = Completion()
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -98,31 +91,41 @@ class NativeExecutor(Executor):
                     f"env {i}: the native executor steps one batch with one configuration, "
                     f"got {f.key()} but env 0 has {first.key()}"  # type: ignore[attr-defined]
                 )
-        self._engine = first.native_engine(len(factories), self.num_threads)  # type: ignore[attr-defined]
-        return [self._engine.props] * len(factories)
+        engine: Engine = first.native_engine(len(factories), self.num_threads)  # type: ignore[attr-defined]
+        self._engine = engine
+        return [engine.props] * len(factories)
+
+    def _live(self) -> Engine:
+        engine = self._engine
+        if engine is None:
+            raise ConfigError("the native executor has no engine (not launched, or closed)")
+        return engine
 
     def bind(self, buffers: Buffers) -> None:
-        self._engine.bind(buffers)
+        self._live().bind(buffers)
         self._buffers = buffers
 
-    def _step_all(self, actions: np.ndarray) -> Any:
-        return self._engine.step_all(actions)
+    def _step_all(self, actions: np.ndarray) -> StepAllResult:
+        return self._engine.step_all(actions)  # type: ignore[union-attr]  # hot path: bound
 
     step_all = _step_all  # type: ignore[assignment]
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        self._engine.run(env_ids.astype(np.int64, copy=False), options, self._done)
+        self._live().run(env_ids.astype(np.int64, copy=False), options, self._done)
 
     def recv(self, min_count: int) -> Completion:
         # Every sent op already ran inside send(): hand over all of them.
         done, self._done = self._done, Completion()
         return done
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        return self._engine.call(name, args, kwargs)  # type: ignore[no-any-return]
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        return self._live().call(name, args, kwargs, env_ids)
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
-        self._engine.set_attr(name, values)
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
+        self._live().set_attr(name, values, env_ids)
 
     def describe(self) -> str:
         threads = getattr(self._engine, "num_threads", None)

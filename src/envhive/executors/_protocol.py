@@ -84,15 +84,15 @@ class Executor(ABC):
         return self.name
 
     #: Executors that can run a whole sync step inline, with no per-env Python, set this to
-    #: a method ``step_all(actions) -> (bad, done, step_infos, reset_infos)``: run the ops in
-    #: ``buffers.ops`` for every env, taking env ``i``'s action from ``actions[i]`` (the
-    #: caller's batch, dtype and shape checked, values not). ``bad`` is ``-1``, or the first
-    #: env whose action is outside the action space (then nothing ran); ``done`` counts the
-    #: stepped envs whose episode ended; ``step_infos`` is the step infos of every env batched
-    #: as gymnasium batches them (``None``: the envs have no step infos); ``reset_infos`` maps
-    #: the envs reset by this call to their non-empty reset infos (``None``: none). The ops
-    #: finish inside the call, with no errors. The pool then skips the send/recv bookkeeping
-    #: (see ``Pool._step_inline``).
+    #: a method ``step_all(actions) -> envhive.engines.StepAllResult`` (``bad, done,
+    #: step_infos, reset_infos``): run the ops in ``buffers.ops`` for every env, taking env
+    #: ``i``'s action from ``actions[i]`` (the caller's batch, dtype and shape checked, values
+    #: not). ``bad`` is ``-1``, or the first env whose action is outside the action space (then
+    #: nothing ran); ``done`` counts the stepped envs whose episode ended; ``step_infos`` are
+    #: neutral columns, key -> ``(num_envs, ...)`` array, one value per env (``None``: no step
+    #: infos); ``reset_infos`` maps the envs reset by this call to their non-empty reset infos
+    #: (``None``: none). The ops finish inside the call, with no errors. The pool then skips
+    #: the send/recv bookkeeping (see ``Pool._step_inline``).
     step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
 
     #: Executors that can run a sync call over every env faster as one fused command than as

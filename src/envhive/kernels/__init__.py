@@ -11,6 +11,7 @@ Examples:
 """
 
 from envhive.kernels._adapter import KernelEnv, KernelFactory
+from envhive.kernels._engine import KernelEngine
 from envhive.kernels._kernel import STOCK, Kernel, build_driver
 from envhive.kernels.classic._acrobot import AcrobotKernel
 from envhive.kernels.classic._cartpole import CartPoleKernel
@@ -21,6 +22,7 @@ __all__ = [
     "Kernel",
     "KernelEnv",
     "KernelFactory",
+    "KernelEngine",
     "STOCK",
     "build_driver",
     "CartPoleKernel",

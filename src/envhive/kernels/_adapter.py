@@ -7,13 +7,17 @@ compiled code, so that an ``envhive/...`` id gives the same numbers on every exe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
+from envhive._ops import RESET, STEP
 from envhive.errors import ActionError, ConfigError
-from envhive.kernels._kernel import _RESET, _STEP, Binding, Kernel
+from envhive.kernels._kernel import Binding, Kernel
+
+if TYPE_CHECKING:
+    from envhive.engines import Engine
 
 __all__ = ["KernelEnv", "KernelFactory"]
 
@@ -76,7 +80,7 @@ class KernelEnv(gym.Env):
         if seed is not None:
             self.kernel.seed(0, seed)
         self.kernel.restock([0])  # the first reset: no stock yet
-        self._run(_RESET, validate=False)
+        self._run(RESET, validate=False)
         self._started = True
         return self._obs[0].copy(), {}
 
@@ -88,7 +92,7 @@ class KernelEnv(gym.Env):
             self._actions[0] = action
         except (TypeError, ValueError) as err:
             raise ActionError(f"{self.kernel.id}: action {action!r} is not in {self.action_space}: {err}") from None
-        if self._run(_STEP, validate=True) >= 0:
+        if self._run(STEP, validate=True) >= 0:
             raise ActionError(f"{self.kernel.id}: action {action!r} is outside {self.action_space}")
         return (
             self._obs[0].copy(),
@@ -126,7 +130,7 @@ class KernelFactory:
     def __call__(self) -> KernelEnv:
         return KernelEnv(self.kernel_cls, self.max_episode_steps, **self.kwargs)
 
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Any:
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
         """The native executor's engine: one kernel of ``num_envs`` envs (single-threaded)."""
         from envhive.kernels._engine import KernelEngine
 

@@ -3,9 +3,7 @@
 An *engine* is what the ``native`` executor drives: an object that owns a whole batch of envs
 and performs the pool's ops on them in compiled code. :class:`KernelEngine` wraps a
 :class:`~envhive.kernels.Kernel`; envhive's MuJoCo envs have their own engine
-(``envhive.envs.mujoco._native``). Both implement the same small protocol (``props``,
-``bind``, ``step_all``, ``run``, ``call``, ``set_attr``, ``close``), documented on
-:class:`envhive.executors.NativeExecutor`.
+(``envhive.envs.mujoco._native``). Both implement :class:`envhive.engines.Engine`.
 
 Examples:
     >>> from envhive.kernels import CartPoleKernel
@@ -22,17 +20,14 @@ from typing import Any
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import Op
+from envhive._ops import RESET
 from envhive._report import Completion, EnvProps
+from envhive.engines import StepAllResult
+from envhive.engines._compiled import reset_rows
 from envhive.errors import ConfigError, EnvWorkerError
 from envhive.kernels._kernel import Binding, Kernel
 
-__all__ = ["KernelEngine", "StepAll"]
-
-_RESET, _STEP_RESET = int(Op.RESET), int(Op.STEP_RESET)
-
-#: What ``step_all`` returns: ``(bad, done, step_infos, reset_infos)`` (see NativeExecutor).
-StepAll = tuple[int, int, "dict[str, Any] | None", "dict[int, dict[str, Any]] | None"]
+__all__ = ["KernelEngine"]
 
 
 class KernelEngine:
@@ -45,6 +40,7 @@ class KernelEngine:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = k = kernel
         self.props = EnvProps(k.observation_space, k.action_space, dict(k.metadata), None, None)
+        self.num_envs = k.num_envs
         self._drive = type(k).driver()
         self._all = np.arange(k.num_envs, dtype=np.int64)
 
@@ -55,17 +51,18 @@ class KernelEngine:
         self._binding: Binding | None = Binding(self.kernel, b.ops, b.obs, final, b.reward, b.terminated, b.truncated)
         self._table = self._binding.table
 
-    def step_all(self, actions: np.ndarray) -> StepAll:
-        """Run every env's op with ``actions`` (validated first: nothing runs if one is bad)."""
+    def step_all(self, actions: np.ndarray) -> StepAllResult:
+        """Run every env's op with ``actions`` (validated first: nothing runs if one is bad).
+        Kernels have no infos."""
         bad, low, done = self._drive(self._all, actions, self._table, True)
         if low:
             self.kernel.restock()
-        return bad, done, None, None
+        return StepAllResult(bad, done, None, None)
 
     def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
         """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
         b, k = self._buffers, self.kernel
-        resets = b.ops[ids] == _RESET
+        resets = b.ops[ids] == RESET
         if np.count_nonzero(resets):
             reset_ids = ids[resets].tolist()
             if options:
@@ -90,29 +87,33 @@ class KernelEngine:
             if b.final_obs is not None:
                 # Like EnvRunner: a STEP_RESET that ended an episode reports the step's info
                 # (kernels have none) as the final info.
-                ended = (b.ops[ids] == _STEP_RESET) & (b.terminated[ids] | b.truncated[ids])
-                for i in ids[ended].tolist():
+                for i in reset_rows(ids, b.ops, b.terminated, b.truncated).tolist():
                     out.final_infos[i] = {}
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """Read what a kernel has per env (spaces, metadata, generators, state rows)."""
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """Read what a kernel has per env (spaces, metadata, generators, state rows), for the
+        envs ``env_ids`` (``None``: all) in that order."""
         k = self.kernel
-        n = k.num_envs
+        ids = range(k.num_envs) if env_ids is None else [int(i) for i in env_ids]
         if name in ("observation_space", "action_space", "metadata", "max_episode_steps"):
-            return [getattr(k, name)] * n
+            return [getattr(k, name)] * len(ids)
         if name == "render_mode":
-            return [None] * n
+            return [None] * len(ids)
         if name == "np_random":
-            return [k.rng(i) for i in range(n)]
+            return [k.rng(i) for i in ids]
         if name in ("state", "elapsed"):
-            return [row.copy() for row in getattr(k, name)]
+            rows = getattr(k, name)
+            return [rows[i].copy() for i in ids]
         raise ConfigError(
             f"call({name!r}): a native kernel has no per-env objects; it exposes "
             "observation_space, action_space, metadata, max_episode_steps, render_mode, "
             "np_random, state and elapsed"
         )
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         """Refused: a kernel's envs have no attributes."""
         raise ConfigError(
             f"set_attr({name!r}): a native kernel's envs have no attributes to set; pass "

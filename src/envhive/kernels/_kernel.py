@@ -32,9 +32,9 @@ import gymnasium as gym
 import numba
 import numpy as np
 from gymnasium.utils import seeding
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
+from envhive._ops import RESET, RESET_REWARD
+from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.errors import ConfigError
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
@@ -42,20 +42,7 @@ __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 #: Resets drawn ahead per env (one Python call per env every ``STOCK`` episodes).
 STOCK = 32
 
-# Op codes (equal to envhive.executors.Op; plain ints so that numba sees constants).
-_STEP, _RESET, _STEP_RESET = 0, 1, 2
-
 Driver = Callable[..., tuple[int, int, int]]
-
-
-@intrinsic
-def _address_to_voidptr(typingctx, address):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """An int64 address as a ``void*`` (for ``numba.carray``)."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-
-    return types.voidptr(types.int64), codegen
 
 
 # Slots of the binding table (see Binding): array addresses, then sizes.
@@ -66,8 +53,8 @@ def _address_to_voidptr(typingctx, address):  # type: ignore[no-untyped-def]  # 
 class Binding:
     """The arrays one driver call works on, as a table of addresses and sizes.
 
-    numba checks the type of every array argument on every call (~0.12 µs each): with a dozen
-    arrays that is more than stepping 64 CartPoles. So the arrays are bound once, as an int64
+    numba checks the type of every array argument on every call: with a dozen arrays that
+    costs more than stepping a batch of CartPoles. So the arrays are bound once, as an int64
     table of their addresses, which the driver turns back into arrays with ``numba.carray``.
     This object keeps every array alive for as long as the table can be used.
 
@@ -114,7 +101,10 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
     """Compile the op loop for one kernel family (lazily, on its first call).
 
     The family's functions are closed over rather than passed as arguments: numba then calls
-    them directly (and can inline them), and a call costs ~1 µs instead of ~7 µs of dispatch.
+    them directly (and can inline them) instead of going through a dispatcher on every call.
+
+    The op rules are ``envhive._ops``' own functions and constants, compiled
+    (``envhive.engines._compiled.resets_in_op``): the rule exists once.
 
     The returned function takes ``(ids, actions, table, validate)``, with ``table`` from a
     :class:`Binding`, and returns ``(bad, low, done)``: ``bad`` is the position in ``ids`` of
@@ -127,17 +117,17 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
     def drive(ids, actions, table, validate):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
         n = table[_N]
         sd, stock, nd, od = table[_STATE_DIM], table[_STOCK], table[_NOISE_DIM], table[_OBS_DIM]
-        state = numba.carray(_address_to_voidptr(table[_STATE]), (n, sd), np.float64)
-        elapsed = numba.carray(_address_to_voidptr(table[_ELAPSED]), n, np.int64)
-        noise = numba.carray(_address_to_voidptr(table[_NOISE]), (n, stock, nd), np.float64)
-        noise_pos = numba.carray(_address_to_voidptr(table[_NOISE_POS]), n, np.int64)
-        params = numba.carray(_address_to_voidptr(table[_PARAMS]), table[_N_PARAMS], np.float64)
-        ops = numba.carray(_address_to_voidptr(table[_OPS]), n, np.int8)
-        obs = numba.carray(_address_to_voidptr(table[_OBS]), (n, od), np.float32)
-        final_obs = numba.carray(_address_to_voidptr(table[_FINAL_OBS]), (n, od), np.float32)
-        reward = numba.carray(_address_to_voidptr(table[_REWARD]), n, np.float64)
-        terminated = numba.carray(_address_to_voidptr(table[_TERM]), n, np.bool_)
-        truncated = numba.carray(_address_to_voidptr(table[_TRUNC]), n, np.bool_)
+        state = numba.carray(address_to_voidptr(table[_STATE]), (n, sd), np.float64)
+        elapsed = numba.carray(address_to_voidptr(table[_ELAPSED]), n, np.int64)
+        noise = numba.carray(address_to_voidptr(table[_NOISE]), (n, stock, nd), np.float64)
+        noise_pos = numba.carray(address_to_voidptr(table[_NOISE_POS]), n, np.int64)
+        params = numba.carray(address_to_voidptr(table[_PARAMS]), table[_N_PARAMS], np.float64)
+        ops = numba.carray(address_to_voidptr(table[_OPS]), n, np.int8)
+        obs = numba.carray(address_to_voidptr(table[_OBS]), (n, od), np.float32)
+        final_obs = numba.carray(address_to_voidptr(table[_FINAL_OBS]), (n, od), np.float32)
+        reward = numba.carray(address_to_voidptr(table[_REWARD]), n, np.float64)
+        terminated = numba.carray(address_to_voidptr(table[_TERM]), n, np.bool_)
+        truncated = numba.carray(address_to_voidptr(table[_TRUNC]), n, np.bool_)
         max_steps = table[_MAX_STEPS]
         count = ids.size
         if validate:
@@ -149,7 +139,7 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
         for k in range(count):
             i = ids[k]
             op = ops[i]
-            if op == _RESET:
+            if op == RESET:
                 p = noise_pos[i]
                 if p >= stock:  # the caller restocks after every call: cannot happen
                     raise RuntimeError("envhive kernel: reset noise stock exhausted")
@@ -157,7 +147,7 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
                 noise_pos[i] = p + 1
                 low += p + 1 == stock
                 elapsed[i] = 0
-                reward[i] = 0.0
+                reward[i] = RESET_REWARD
                 terminated[i] = False
                 truncated[i] = False
                 continue
@@ -169,7 +159,7 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
             terminated[i] = term
             truncated[i] = trunc
             done += term or trunc
-            if op == _STEP_RESET and (term or trunc):
+            if resets_in_op(op, term, trunc):
                 final_obs[i, :] = obs[i]
                 p = noise_pos[i]
                 if p >= stock:
@@ -242,7 +232,7 @@ class Kernel:
         self.elapsed = np.zeros(n, np.int64)
         self.noise = np.zeros((n, STOCK, self.noise_dim), np.float64)
         # Generators and stocks are made on first need (restock), not here: a pool seeded at
-        # its first reset would throw away n entropy-seeded generators (~40 µs each).
+        # its first reset would throw away n entropy-seeded generators (each costly to make).
         self.noise_pos = np.full(n, STOCK, np.int64)
         self._rngs: list[np.random.Generator | None] = [None] * n
 

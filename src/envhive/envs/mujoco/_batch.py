@@ -5,7 +5,7 @@ one GIL release and re-acquisition per env per step costs more than the physics 
 model (GIL hand-offs between threads). :func:`step_physics` instead runs, for a whole list
 of envs, ``frame_skip`` calls of the C ``mj_step`` each (plus ``mj_rnePostConstraint`` for
 the envs that call it) in a single numba ``nogil`` function that calls ``libmujoco``
-directly through ctypes. The result is bit-identical to ``mujoco.mj_step(model, data,
+directly through ctypes (``envhive.engines._libmujoco``). The result is bit-identical to ``mujoco.mj_step(model, data,
 frame_skip)`` (which loops ``mj_step`` in C) followed by ``mujoco.mj_rnePostConstraint``.
 
 When ``libmujoco`` cannot be found next to the ``mujoco`` package, or numba is missing, or the
@@ -20,15 +20,13 @@ it and exits the process.
 
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envhive.engines._libmujoco import find_libmujoco, libmujoco_fns
 from envhive.envs.mujoco._base import mj_rne_post_constraint, mj_step
 
 if TYPE_CHECKING:
@@ -41,34 +39,15 @@ _kernel: Callable[..., None] | None = None
 _tried = False
 
 
-def _find_library() -> str | None:
-    """The path of the ``libmujoco`` shared library shipped with the ``mujoco`` package."""
-    try:
-        import mujoco
-    except ImportError:  # pragma: no cover
-        return None
-    here = os.path.dirname(mujoco.__file__)
-    names = sorted(glob.glob(os.path.join(here, "libmujoco.so*")))
-    names += sorted(glob.glob(os.path.join(here, "libmujoco*.dylib")))
-    names += sorted(glob.glob(os.path.join(here, "mujoco*.dll")))
-    return names[0] if names else None
-
-
 def _build() -> Callable[..., None] | None:
     """Compile the batched kernel, or return ``None`` if anything is missing."""
-    path = _find_library()
-    if path is None:
+    if find_libmujoco() is None:
         return None
     try:
         import numba
 
-        lib = ctypes.CDLL(path)
-        c_step = lib.mj_step
-        c_step.restype = None
-        c_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        c_rne = lib.mj_rnePostConstraint
-        c_rne.restype = None
-        c_rne.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        fns = libmujoco_fns()
+        c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]
 
         @numba.njit(nogil=True)  # type: ignore[misc]
         def kernel(ms: Any, ds: Any, nsteps: Any, rnes: Any) -> None:  # pragma: no cover - jitted

@@ -4,8 +4,8 @@ The same scheme as ``_families`` (see there), for envs with trigonometric observ
 C-library ``pow`` (numpy's scalar ``x**2``) or a BLAS ``ddot`` in the reward.
 
 Examples:
-    >>> [f.env_cls.__name__ for f in FAMILIES]
-    ['InvertedPendulumEnv', 'InvertedDoublePendulumEnv', 'ReacherEnv']
+    >>> ReacherFamily.param_names
+    ('reward_dist_weight', 'ctrl_cost_weight', 'ctrl_cost_f32')
 """
 
 from __future__ import annotations
@@ -16,35 +16,37 @@ from typing import Any
 import numba
 import numpy as np
 
+from envhive.engines._compiled import address_to_voidptr as _ptr
+from envhive.engines._compiled import clip as _clip
+from envhive.engines._compiled import square as _square
 from envhive.envs.mujoco._families import (
-    _FIRST_EXTRA,
-    _FIRST_PARAM,
     _NQ,
     _NV,
     _QPOS,
     _QVEL,
+    ADDRESS_COLUMNS,
+    COMMON_PARAMS,
     Family,
-    _clip,
     _ctrl_cost,
     _ctrl_dtype,
     _ctrl_params,
     _physics_fn,
-    _ptr,
     _state_obs,
     _weight,
+    column_index,
 )
-from envhive.envs.mujoco._pendulum import InvertedDoublePendulumEnv, InvertedPendulumEnv
-from envhive.envs.mujoco._reacher import ReacherEnv
 
-__all__ = ["FAMILIES", "InvertedPendulumFamily", "InvertedDoublePendulumFamily", "ReacherFamily"]
+__all__ = ["InvertedPendulumFamily", "InvertedDoublePendulumFamily", "ReacherFamily"]
+
+_IP_INFO = ("reward_survive",)
+_IP_SURVIVE = column_index(_IP_INFO)["reward_survive"]
 
 
 class InvertedPendulumFamily(Family):
     """``InvertedPendulumEnv``: obs ``[qpos, qvel]``; reward 1 (an int) until the pole leaves
     ``|angle| <= 0.2`` or the observation stops being finite."""
 
-    env_cls = InvertedPendulumEnv
-    info = ("reward_survive",)
+    info = _IP_INFO
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
@@ -73,10 +75,20 @@ class InvertedPendulumFamily(Family):
                 finite = finite and np.isfinite(obs[j])
             terminated = not finite or abs(obs[1]) > 0.2
             reward = 0.0 if terminated else 1.0
-            vals[0, i] = reward
+            vals[_IP_SURVIVE, i] = reward
             return reward, terminated
 
         return step_one
+
+
+_IDP_INFO = ("reward_survive", "distance_penalty", "velocity_penalty")
+_IDP_PARAMS = ("healthy_reward",)
+_IDP_ADDRESSES = ("tip_xpos", "qfrc_constraint")
+_IDP_V = column_index(_IDP_INFO)
+_IDP_HEALTHY_R = column_index(COMMON_PARAMS, _IDP_PARAMS)["healthy_reward"]
+_IDP_ROW = column_index(ADDRESS_COLUMNS, _IDP_ADDRESSES)
+_IDP_TIP = _IDP_ROW["tip_xpos"]
+_IDP_QFRC = _IDP_ROW["qfrc_constraint"]
 
 
 class InvertedDoublePendulumFamily(Family):
@@ -85,21 +97,22 @@ class InvertedDoublePendulumFamily(Family):
     when the tip is at or below height 1.
 
     ``x**2`` is numpy's scalar power, i.e. the C library's ``pow``, called here too (as the
-    Pendulum kernel does). ``sin``/``cos`` are the C library's (numba's), which equal numpy's
+    Pendulum kernel does, ``envhive.engines._compiled.square``). ``sin``/``cos`` are the C library's (numba's), which equal numpy's
     float64 ``sin``/``cos`` bit for bit on the machines this was tested on; the gymnasium
     differential test would show a machine where they do not.
     """
 
-    env_cls = InvertedDoublePendulumEnv
-    info = ("reward_survive", "distance_penalty", "velocity_penalty")
+    info = _IDP_INFO
+    param_names = _IDP_PARAMS
+    addresses = _IDP_ADDRESSES
 
     @classmethod
-    def extra_addresses(cls, env: Any) -> list[int]:
-        return [env._tip_xpos.ctypes.data, env.data.qfrc_constraint.ctypes.data]
+    def extra_addresses(cls, env: Any) -> dict[str, int]:
+        return {"tip_xpos": env._tip_xpos.ctypes.data, "qfrc_constraint": env.data.qfrc_constraint.ctypes.data}
 
     @classmethod
-    def params(cls, env: Any) -> list[float]:
-        return [_weight(env._healthy_reward, "healthy_reward")]
+    def params(cls, env: Any) -> dict[str, float]:
+        return {"healthy_reward": _weight(env._healthy_reward, "healthy_reward")}
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
@@ -113,7 +126,7 @@ class InvertedDoublePendulumFamily(Family):
             nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            qfrc = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), nv, np.float64)
+            qfrc = numba.carray(_ptr(row[_IDP_QFRC]), nv, np.float64)
             obs[0] = qpos[0]
             angles = nq - 1
             for j in range(angles):
@@ -128,30 +141,40 @@ class InvertedDoublePendulumFamily(Family):
 
     @classmethod
     def compiled(cls) -> Any:
-        from envhive.kernels.classic._pendulum import _square
-
         physics = _physics_fn()
         obs_one = cls.obs_one()
-        p = _FIRST_PARAM
+        v_survive, v_dist, v_vel = (_IDP_V[k] for k in _IDP_INFO)
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nv = int(par[_NV])
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            tip = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
+            tip = numba.carray(_ptr(row[_IDP_TIP]), 3, np.float64)
             physics(row, par, act)
             x, y = tip[0], tip[2]
             obs_one(row, par, obs)
             terminated = y <= 1
             dist_penalty = 0.01 * _square(x) + _square(y - 2.0)
             vel_penalty = 1e-3 * _square(qvel[1]) + 5e-3 * _square(qvel[2])
-            alive_bonus = par[p] * (0.0 if terminated else 1.0)  # healthy_reward * int(not terminated)
-            vals[0, i] = alive_bonus
-            vals[1, i] = -dist_penalty
-            vals[2, i] = -vel_penalty
+            alive_bonus = par[_IDP_HEALTHY_R] * (0.0 if terminated else 1.0)  # healthy_reward * int(not terminated)
+            vals[v_survive, i] = alive_bonus
+            vals[v_dist, i] = -dist_penalty
+            vals[v_vel, i] = -vel_penalty
             return alive_bonus - dist_penalty - vel_penalty, terminated
 
         return step_one
+
+
+_REACHER_INFO = ("reward_dist", "reward_ctrl")
+_REACHER_PARAMS = ("reward_dist_weight", "ctrl_cost_weight", "ctrl_cost_f32")
+_REACHER_ADDRESSES = ("fingertip", "target")
+_REACHER_V = column_index(_REACHER_INFO)
+#: Scratch rows of ``vals`` (after the info rows): fingertip - target, 3 values.
+_REACHER_DIFF = len(_REACHER_INFO)
+_REACHER_P = column_index(COMMON_PARAMS, _REACHER_PARAMS)
+_REACHER_ROW = column_index(ADDRESS_COLUMNS, _REACHER_ADDRESSES)
+_REACHER_TIP = _REACHER_ROW["fingertip"]
+_REACHER_TARGET = _REACHER_ROW["target"]
 
 
 class ReacherFamily(Family):
@@ -163,21 +186,22 @@ class ReacherFamily(Family):
     reward with numpy's ``ddot`` (``matmul`` of 1x3 by 3x1 rows) after the call.
     """
 
-    env_cls = ReacherEnv
-    info = ("reward_dist", "reward_ctrl")
+    info = _REACHER_INFO
+    param_names = _REACHER_PARAMS
+    addresses = _REACHER_ADDRESSES
     scratch_rows = 3
     finishes_step = True
 
     @classmethod
-    def extra_addresses(cls, env: Any) -> list[int]:
-        return [env._fingertip.ctypes.data, env._target.ctypes.data]
+    def extra_addresses(cls, env: Any) -> dict[str, int]:
+        return {"fingertip": env._fingertip.ctypes.data, "target": env._target.ctypes.data}
 
     @classmethod
-    def params(cls, env: Any) -> list[float]:
-        return [
-            _weight(env._reward_dist_weight, "reward_dist_weight"),
-            *_ctrl_params(env._reward_control_weight, "reward_control_weight"),
-        ]
+    def params(cls, env: Any) -> dict[str, float]:
+        return {
+            "reward_dist_weight": _weight(env._reward_dist_weight, "reward_dist_weight"),
+            **_ctrl_params(env._reward_control_weight, "reward_control_weight"),
+        }
 
     @classmethod
     def info_dtypes(cls, env: Any) -> list[np.dtype]:
@@ -186,11 +210,11 @@ class ReacherFamily(Family):
 
     @classmethod
     def finish_step(cls, vals: np.ndarray, params: np.ndarray, reward: np.ndarray, ids: np.ndarray) -> None:
-        vec = np.ascontiguousarray(vals[2:5, ids].T)
+        vec = np.ascontiguousarray(vals[_REACHER_DIFF:_REACHER_DIFF + 3, ids].T)
         dist = np.sqrt(np.matmul(vec[:, None, :], vec[:, :, None])[:, 0, 0])
-        reward_dist = -dist * params[ids, _FIRST_PARAM]
-        vals[0, ids] = reward_dist
-        reward[ids] = reward_dist + vals[1, ids]
+        reward_dist = -dist * params[ids, _REACHER_P["reward_dist_weight"]]
+        vals[_REACHER_V["reward_dist"], ids] = reward_dist
+        reward[ids] = reward_dist + vals[_REACHER_V["reward_ctrl"], ids]
 
     @classmethod
     def compiled_obs(cls) -> Any:
@@ -199,8 +223,8 @@ class ReacherFamily(Family):
             nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
-            tip = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
-            target = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), 3, np.float64)
+            tip = numba.carray(_ptr(row[_REACHER_TIP]), 3, np.float64)
+            target = numba.carray(_ptr(row[_REACHER_TARGET]), 3, np.float64)
             obs[0], obs[1] = math.cos(qpos[0]), math.cos(qpos[1])
             obs[2], obs[3] = math.sin(qpos[0]), math.sin(qpos[1])
             k = 4
@@ -216,22 +240,20 @@ class ReacherFamily(Family):
     def compiled(cls) -> Any:
         physics = _physics_fn()
         obs_one = cls.obs_one()
-        p = _FIRST_PARAM
+        v_ctrl = _REACHER_V["reward_ctrl"]
+        ctrl_w, ctrl_f32 = _REACHER_P["ctrl_cost_weight"], _REACHER_P["ctrl_cost_f32"]
 
         @numba.njit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
-            tip = numba.carray(_ptr(row[_FIRST_EXTRA]), 3, np.float64)
-            target = numba.carray(_ptr(row[_FIRST_EXTRA + 1]), 3, np.float64)
+            tip = numba.carray(_ptr(row[_REACHER_TIP]), 3, np.float64)
+            target = numba.carray(_ptr(row[_REACHER_TARGET]), 3, np.float64)
             physics(row, par, act)
             obs_one(row, par, obs)
             for j in range(3):
-                vals[2 + j, i] = tip[j] - target[j]
+                vals[_REACHER_DIFF + j, i] = tip[j] - target[j]
             # gymnasium: -sum(action**2) * weight, the same value as -(weight * sum(...))
-            reward_ctrl = -_ctrl_cost(act, par[p + 1], par[p + 2])
-            vals[1, i] = reward_ctrl
+            reward_ctrl = -_ctrl_cost(act, par[ctrl_w], par[ctrl_f32])
+            vals[v_ctrl, i] = reward_ctrl
             return 0.0, False  # the reward is finished with numpy (finish_step)
 
         return step_one
-
-
-FAMILIES: tuple[type[Family], ...] = (InvertedPendulumFamily, InvertedDoublePendulumFamily, ReacherFamily)

@@ -31,6 +31,9 @@ Examples:
     >>> obs, reward, terminated, truncated, info = env.step(np.zeros((4, 6), np.float32))
     >>> obs.shape, sorted(info)[:2]
     ((4, 17), ['_reward_ctrl', '_reward_forward'])
+    >>> engine = env._pool.executor._engine
+    >>> sorted(engine.step_all(np.zeros((4, 6), np.float32)).step_infos)[:2]  # neutral columns
+    ['reward_ctrl', 'reward_forward']
     >>> env.close()
 """
 
@@ -38,33 +41,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numba
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import Op
+from envhive._ops import RESET, RESET_REWARD
 from envhive._report import Completion, env_error, env_props
 from envhive._runner import EnvRunner
+from envhive.engines import Engine, StepAllResult, family_of
+from envhive.engines._compiled import address_to_voidptr as _ptr
+from envhive.engines._compiled import first_bad_action, reset_rows
+from envhive.engines._libmujoco import libmujoco_fns
 from envhive.envs.mujoco._base import MujocoEnv
-from envhive.envs.mujoco._families import (
-    _D,
-    _M,
-    _QPOS,
-    _QVEL,
-    Family,
-    _libmujoco_fns,
-    _ptr,
-    first_bad_action,
-    native_family,
-)
+from envhive.envs.mujoco._families import _D, _M, _QPOS, _QVEL, Family
 from envhive.errors import ConfigError
 
 __all__ = ["MujocoEngine", "build_driver"]
-
-_RESET, _STEP_RESET = int(Op.RESET), int(Op.STEP_RESET)
 
 _LOCK = threading.Lock()  # numba's workqueue layer must not run two parallel calls at once
 
@@ -82,7 +77,7 @@ def build_driver(step_one: Any) -> Any:
         done = 0
         for k in numba.prange(ids.size):
             i = ids[k]
-            if ops[i] == _RESET:
+            if ops[i] == RESET:
                 continue
             r, term = step_one(table[i], params[i], actions[i], obs[i], vals, i)
             steps = elapsed[i] + 1
@@ -104,7 +99,7 @@ def build_reset_driver(obs_one: Any) -> Any:
     ``qpos[k]``/``qvel[k]`` as its state, ``mj_forward`` (gymnasium's ``reset`` and
     ``set_state``), then its observation into ``obs``.
     """
-    fns = _libmujoco_fns()
+    fns = libmujoco_fns()
     c_reset, c_forward = fns["mj_resetData"], fns["mj_forward"]
 
     @numba.njit(nogil=True, parallel=True)
@@ -155,7 +150,7 @@ class MujocoEngine:
     def __init__(
         self, env_cls: type[MujocoEnv], num_envs: int, kwargs: dict[str, Any], num_threads: int | None = None
     ) -> None:
-        family = native_family(env_cls)
+        family: type[Family] | None = family_of(env_cls)
         if family is None:
             raise ConfigError(
                 f"{env_cls.__name__} has no compiled step for the native executor; use "
@@ -184,14 +179,7 @@ class MujocoEngine:
         self._acts = np.zeros((n, *space.shape), np.float32)  # type: ignore[misc]
         self._low = np.asarray(space.low, np.float64).reshape(-1)  # type: ignore[attr-defined]
         self._high = np.asarray(space.high, np.float64).reshape(-1)  # type: ignore[attr-defined]
-        self._table = np.array(
-            [
-                [e.model._address, e.data._address, e._qpos.ctypes.data, e._qvel.ctypes.data,
-                 e._ctrl.ctypes.data, *family.extra_addresses(e)]
-                for e in self.envs
-            ],
-            np.int64,
-        )
+        self._table = np.array([family.row(e) for e in self.envs], np.int64)
         self._pack_params()
         self._drive, self._reset_drive = _driver(family)
         self._nq, self._nv = env0.model.nq, env0.model.nv
@@ -202,10 +190,7 @@ class MujocoEngine:
         family, rows = self.family, []
         dtypes = family.info_dtypes(self.envs[0])
         for i, e in enumerate(self.envs):
-            rows.append([
-                float(e._frame_skip), float(bool(e.rne_post_constraint)), e._dt,
-                float(e.model.nq), float(e.model.nv), *family.params(e),
-            ])
+            rows.append(family.par(e))
             if family.info_dtypes(e) != dtypes:
                 raise ConfigError(
                     f"env {i}: the native MuJoCo engine needs reward weights of the same types "
@@ -239,48 +224,46 @@ class MujocoEngine:
             b.terminated, b.truncated, self._elapsed, self._max_steps, self._vals,
         ))
         if self.family.finishes_step:
-            stepped = ids[ops[ids] != _RESET]
+            stepped = ids[ops[ids] != RESET]
             self.family.finish_step(self._vals, self._params, b.reward, stepped)
         return done
 
-    def _step_infos(self, count: int, rows: np.ndarray | None = None) -> dict[str, Any]:
-        """The step infos batched as gymnasium does, every env present (or ``rows`` only).
+    def _step_infos(self, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The step infos as neutral columns (one value per env, gymnasium's dtypes), every
+        env (or ``rows`` only).
 
-        Fresh arrays every call (views into one new block per dtype: two allocations, not
-        two per key).
+        Fresh arrays every call (views into one new block: one allocation, not one per key).
         """
         keys = len(self.family.info)
         vals = self._vals[:keys].copy() if rows is None else self._vals[:keys, rows]
-        masks = np.ones((keys, count), np.bool_)
-        infos: dict[str, Any] = {}
+        infos: dict[str, np.ndarray] = {}
         f64 = self._f64
         for j, (key, dtype) in enumerate(zip(self.family.info, self._dtypes)):
             infos[key] = vals[j] if dtype == f64 else vals[j].astype(dtype)
-            infos[f"_{key}"] = masks[j]
         self.family.finish_infos(infos)
         return infos
 
-    def step_all(self, actions: np.ndarray) -> tuple[int, int, Any, Any]:
+    def step_all(self, actions: np.ndarray) -> StepAllResult:
         """Validate ``actions`` (bounds, NaN), then run every env's op in one parallel call."""
         acts = actions if actions.ndim == 2 else actions.reshape(self.num_envs, -1)
         bad = first_bad_action(acts, self._low, self._high)
         if bad >= 0:
-            return bad, 0, None, None
+            return StepAllResult(bad, 0, None, None)
         self._acts[...] = actions
         b = self._buffers
         done = self._run_compiled(self._ids, b.ops, self._acts)
-        infos = self._step_infos(self.num_envs)
+        infos = self._step_infos()
         reset_infos: dict[int, dict[str, Any]] = {}
-        resets = np.flatnonzero(b.ops == _RESET)
+        resets = np.flatnonzero(b.ops == RESET)
         if done and b.final_obs is not None:
-            ended = np.flatnonzero((b.ops == _STEP_RESET) & (b.terminated | b.truncated))
+            ended = reset_rows(self._ids, b.ops, b.terminated, b.truncated)
             if ended.size:
                 b.final_obs[ended] = b.obs[ended]
                 resets = np.union1d(resets, ended)
         if resets.size:
             # Autoresets: no seed (the command block's seeds belong to earlier reset calls).
             self._reset_many(resets.tolist(), seeded=False, infos=reset_infos)
-        return -1, done, infos, reset_infos
+        return StepAllResult(-1, done, infos, reset_infos)
 
     def _reset_many(
         self,
@@ -304,7 +287,7 @@ class MujocoEngine:
         for i in ids:
             env = envs[i]
             try:
-                if seeded and b.ops[i] == _RESET and b.has_seed[i]:
+                if seeded and b.ops[i] == RESET and b.has_seed[i]:
                     gym.Env.reset(env, seed=int(b.seeds[i]))  # MujocoEnv.reset's super().reset
                 qpos[len(done)], qvel[len(done)] = env._reset_state()
             except Exception as err:
@@ -319,8 +302,8 @@ class MujocoEngine:
         k = arr.size
         self._parallel(self._reset_drive, arr, self._table, self._params, qpos[:k], qvel[:k], b.obs)
         self._elapsed[arr] = 0
-        resets = arr[b.ops[arr] == _RESET]
-        b.reward[resets] = 0.0
+        resets = arr[b.ops[arr] == RESET]
+        b.reward[resets] = RESET_REWARD
         b.terminated[resets] = False
         b.truncated[resets] = False
         for i in done:
@@ -334,48 +317,65 @@ class MujocoEngine:
         accepted and ignored, as by gymnasium's MuJoCo envs."""
         b = self._buffers
         ops = b.ops[ids]
-        stepped = ids[ops != _RESET]
+        stepped = ids[ops != RESET]
         infos: dict[int, dict[str, Any]] = {}
         if stepped.size:
             self._run_compiled(stepped, b.ops, b.actions)
-            batched = self._step_infos(stepped.size, stepped)
-            keys = [(k, batched[k]) for k in self.family.info]
-            ended = (b.ops[stepped] == _STEP_RESET) & (b.terminated[stepped] | b.truncated[stepped])
+            batched = self._step_infos(stepped)
+            keys = list(batched.items())
+            ended = set(reset_rows(stepped, b.ops, b.terminated, b.truncated).tolist())
             autoreset: list[int] = []
-            for pos, (i, end) in enumerate(zip(stepped.tolist(), ended.tolist())):
+            for pos, i in enumerate(stepped.tolist()):
                 info = {k: v[pos] for k, v in keys}
-                if end:
+                if i in ended:
                     b.final_obs[i] = b.obs[i]  # type: ignore[index]
                     out.final_infos[i] = info
                     autoreset.append(i)
                 else:
                     infos[i] = info
             self._reset_many(autoreset, False, infos, out)
-        self._reset_many(ids[ops == _RESET].tolist(), True, infos, out)
+        self._reset_many(ids[ops == RESET].tolist(), True, infos, out)
         for i in ids.tolist():
             if i in infos:  # else it failed, and out.errors says why
                 if infos[i]:
                     out.infos[i] = infos[i]
                 out.env_ids.append(i)
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """``env.get_wrapper_attr(name)`` on each env object, called if callable."""
+    def _runner_for(self, env_ids: Sequence[int] | None) -> EnvRunner:
+        """The runner of every env (``None``), or of the envs ``env_ids`` in that order."""
+        if env_ids is None:
+            return self._runner
+        return EnvRunner([self.envs[int(i)] for i in env_ids], first_id=0)
+
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """``env.get_wrapper_attr(name)`` on the env objects ``env_ids`` (``None``: all), in
+        that order, called if callable."""
         for env, steps in zip(self.envs, self._elapsed.tolist()):
             env._elapsed_steps = steps
-        results = self._runner.call(name, args, kwargs)
+        results = self._runner_for(env_ids).call(name, args, kwargs)
         # A call may have stepped or reset an env in Python.
         self._elapsed[:] = [env._elapsed_steps for env in self.envs]
         return results
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
-        """Set ``name`` on each env object, then read the compiled step's parameters again."""
-        self._runner.set_attr(name, values)
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
+        """Set ``name`` on the env objects ``env_ids`` (``None``: all; ``values[k]`` to
+        ``env_ids[k]``), then read the compiled step's parameters again."""
+        self._runner_for(env_ids).set_attr(name, values)
         self._pack_params()
 
     def close(self) -> None:
         """Close every env."""
         EnvRunner(self.envs, first_id=0).close()  # also when __init__ failed halfway
         self.envs = []
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(engine: MujocoEngine) -> Engine:
+        return engine  # mypy checks MujocoEngine against the Engine protocol here
 
 
 _LOCK_ALWAYS = False

@@ -23,9 +23,9 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._compiled import square as _square
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import Kernel
-from envhive.kernels.classic._pendulum import _square
 
 __all__ = ["AcrobotKernel"]
 

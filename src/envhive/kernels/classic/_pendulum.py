@@ -4,7 +4,7 @@ The arithmetic follows gymnasium's line by line, including its float32 steps (th
 float32, so ``0.001 * u**2`` and ``3.0 * u`` are float32 products under numpy's promotion
 rules) and its ``x**2``, which numpy computes with the C library's ``pow``: that is not
 always the correctly rounded ``x * x``, so the kernel calls the same ``pow`` (see
-:data:`HAVE_LIBM_POW`).
+:data:`envhive.engines._compiled.HAVE_LIBM_POW`).
 
 Examples:
     >>> import envhive, numpy as np
@@ -18,77 +18,19 @@ Examples:
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
-import sys
 from typing import Any
 
 import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._compiled import HAVE_LIBM_POW
+from envhive.engines._compiled import square as _square
+from envhive.engines._compiled import square32 as _square32
 from envhive.kernels._kernel import Kernel
 
-__all__ = ["PendulumKernel"]
-
-
-# ---------------------------------------------------------------- numpy's x**2, exactly
-def _libm_function(name: str, ctype: Any) -> Any:
-    """The C library's ``name`` (the function numpy's scalar ``**`` calls), or ``None``.
-
-    numba's own ``math.pow`` goes through LLVM, which rewrites ``pow(x, 2.0)`` as ``x * x``;
-    a ctypes function pointer is called as it is.
-    """
-    libraries: list[Any] = []
-    if sys.platform != "win32":
-        try:
-            libraries.append(ctypes.CDLL(None))  # the process's symbols: Python links libm
-        except OSError:  # pragma: no cover - platform specific
-            pass
-    for lib in ("m", "ucrtbase", "msvcrt"):
-        path = ctypes.util.find_library(lib)
-        if path:
-            try:
-                libraries.append(ctypes.CDLL(path))
-            except OSError:  # pragma: no cover - platform specific
-                pass
-    for library in libraries:
-        fn = getattr(library, name, None)
-        if fn is not None:
-            fn.restype = ctype
-            fn.argtypes = [ctype, ctype]
-            return fn
-    return None  # pragma: no cover - platform specific
-
-
-_c_pow = _libm_function("pow", ctypes.c_double)
-_c_powf = _libm_function("powf", ctypes.c_float)
-
-#: Whether the kernels call the C library's ``pow``/``powf`` for gymnasium's ``x**2`` (as
-#: numpy does). Without it, they square with ``x * x``, which differs in the last bit in
-#: about 0.1% of cases.
-HAVE_LIBM_POW = _c_pow is not None and _c_powf is not None
-
-if HAVE_LIBM_POW:
-
-    @numba.njit(nogil=True, inline="always")
-    def _square(x):  # pragma: no cover - compiled
-        return _c_pow(x, 2.0)
-
-    @numba.njit(nogil=True, inline="always")
-    def _square32(x):  # pragma: no cover - compiled
-        return _c_powf(x, np.float32(2.0))
-
-else:  # pragma: no cover - platform specific
-
-    @numba.njit(nogil=True, inline="always")
-    def _square(x):
-        return x * x
-
-    @numba.njit(nogil=True, inline="always")
-    def _square32(x):
-        return x * x
+__all__ = ["PendulumKernel", "HAVE_LIBM_POW"]
 
 
 # ---------------------------------------------------------------- Pendulum

@@ -1,8 +1,8 @@
 """Per-step time of envhive's MuJoCo envs vs gymnasium's, and the raw MuJoCo floor.
 
-Not a test (pytest does not collect it). Run:
+Run (with envhive importable, e.g. ``PYTHONPATH=src``):
 
-    python tests/mujoco/bench_mujoco.py [--steps 2000] [--repeats 7] [ENV_ID ...]
+    python benchmarks/bench_mujoco.py [--steps 2000] [--repeats 7] [ENV_ID ...]
 
 Every variant replays the same seeded random actions from the same seeded reset, so they all
 follow the bit-identical trajectory (episode ends included): the differences are pure Python

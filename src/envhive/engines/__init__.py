@@ -1,0 +1,44 @@
+"""Compiled engines: the protocol the ``native`` executor drives, and the registry of compiled ids.
+
+An *engine* owns a whole batch of compiled envs and performs the pool's ops (``envhive._ops``)
+on them in compiled code, writing straight into the pool's buffers. Every engine implements
+:class:`Engine` (``props``, ``num_envs``, ``bind``, ``step_all`` -> :class:`StepAllResult`,
+``run``, ``call``, ``set_attr``, ``close``). The ids envhive compiles, and which engine runs
+each, are registered once, here (:func:`compiled_ids`, :func:`compiled_env`).
+
+The package also holds what compiled engines share (private modules, imported lazily so that
+importing envhive never imports numba): the ``libmujoco`` loader (``_libmujoco``), and the
+numba helpers (``_compiled``: the compiled op rules, numpy's pairwise sum and clip, the
+address-to-pointer intrinsic).
+
+Examples:
+    >>> import envhive
+    >>> from envhive.engines import Engine, compiled_env, compiled_ids
+    >>> compiled_env("envhive/HalfCheetah-v5").engine
+    'mujoco'
+    >>> "envhive/Pendulum-v1" in compiled_ids()
+    True
+    >>> env = envhive.make("envhive/CartPole-v1", num_envs=2)
+    >>> isinstance(env._pool.executor._engine, Engine)
+    True
+    >>> env.close()
+"""
+
+from envhive.engines._protocol import Engine, StepAllResult
+from envhive.engines._registry import (
+    CompiledEnv,
+    compiled_env,
+    compiled_ids,
+    family_of,
+    load_entry_point,
+)
+
+__all__ = [
+    "Engine",
+    "StepAllResult",
+    "CompiledEnv",
+    "compiled_ids",
+    "compiled_env",
+    "family_of",
+    "load_entry_point",
+]

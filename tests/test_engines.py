@@ -1,0 +1,195 @@
+"""The engine protocol, the registry of compiled ids, and what compiled engines share.
+
+``envhive.engines`` is the contract between the native executor and the compiled envs: both
+engines implement :class:`~envhive.engines.Engine`, ``step_all`` returns a
+:class:`~envhive.engines.StepAllResult` with neutral step info columns, ``call``/``set_attr``
+take env ids, and one registry lists every compiled id.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envhive
+from envhive import _ops
+from envhive._registry import builtin_ids
+from envhive.engines import (
+    CompiledEnv,
+    Engine,
+    StepAllResult,
+    compiled_env,
+    compiled_ids,
+    family_of,
+    load_entry_point,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _engine(env: envhive.VectorEnv) -> Engine:
+    engine = env._pool.executor._engine
+    assert isinstance(engine, Engine)
+    return engine
+
+
+# ------------------------------------------------------------------ registry
+def test_every_compiled_id_resolves_to_its_engine():
+    assert set(compiled_ids()) == set(compiled_ids("kernel")) | set(compiled_ids("mujoco"))
+    assert set(compiled_ids()) <= set(envhive.list_envs())
+    assert set(compiled_ids()) <= set(builtin_ids())
+    for env_id in compiled_ids():
+        entry = compiled_env(env_id)
+        assert isinstance(entry, CompiledEnv) and entry.id == env_id
+        load_entry_point(entry.entry_point)  # importable
+        assert (entry.family is None) == (entry.engine == "kernel")
+
+
+def test_every_compiled_mujoco_id_has_its_family():
+    pytest.importorskip("mujoco")
+    from envhive.envs.mujoco import ENV_CLASSES
+    from envhive.envs.mujoco._families import Family
+
+    compiled = {compiled_env(i).entry_point.rpartition(":")[2] for i in compiled_ids("mujoco")}
+    for env_cls in ENV_CLASSES.values():
+        family = family_of(env_cls)
+        if env_cls.__name__ in compiled:
+            assert family is not None and issubclass(family, Family)
+        else:
+            assert family is None  # Humanoid: threads
+    assert family_of(object) is None
+
+
+def test_unknown_ids_are_not_compiled():
+    assert compiled_env("CartPole-v1") is None
+    assert compiled_env("envhive/Humanoid-v5") is None
+
+
+# ------------------------------------------------------------------ op rules, compiled once
+def test_compiled_op_rules_are_the_ops_module_functions():
+    from envhive.engines import _compiled
+
+    assert _compiled.resets_in_op.py_func is _ops.resets_in_op
+    ops = np.array([_ops.STEP, _ops.RESET, _ops.STEP_RESET, _ops.STEP_RESET, _ops.STEP_RESET], np.int8)
+    term = np.array([True, False, True, False, False])
+    trunc = np.array([False, False, False, True, False])
+    ids = np.array([4, 3, 2, 1, 0], np.int64)
+    want = [i for i in ids.tolist() if _ops.resets_in_op(int(ops[i]), bool(term[i]), bool(trunc[i]))]
+    assert _compiled.reset_rows(ids, ops, term, trunc).tolist() == want == [3, 2]
+
+
+def test_drivers_take_the_op_rules_from_the_engines_package():
+    """No hand-written copy of the rule in the drivers' source."""
+    from envhive.envs.mujoco import _native as mujoco_native
+    from envhive.kernels import _engine, _kernel
+
+    for module in (_kernel, _engine, mujoco_native):
+        source = inspect.getsource(module)
+        assert "STEP_RESET) &" not in source and "== _STEP_RESET" not in source, module.__name__
+        assert "reward[i] = 0.0" not in source and "reward[resets] = 0.0" not in source
+
+
+# ------------------------------------------------------------------ step_all
+def test_kernel_step_all_result():
+    with envhive.make("envhive/CartPole-v1", 4, seed=0) as env:
+        env.reset()
+        result = _engine(env).step_all(np.zeros(4, np.int64))
+        assert type(result) is StepAllResult
+        assert result == (-1, 0, None, None)
+        assert _engine(env).step_all(np.full(4, 7, np.int64)).bad == 0
+
+
+@pytest.mark.parametrize("env_id", ["envhive/Ant-v5", "envhive/Reacher-v5", "envhive/InvertedPendulum-v5"])
+def test_mujoco_step_infos_are_neutral_columns(env_id):
+    """One column per key, one value per env, gymnasium's dtype; no ``_key`` masks."""
+    pytest.importorskip("mujoco")
+    n = 3
+    gym_id = env_id.split("/", 1)[1]
+    with envhive.make(env_id, n, seed=0) as env:
+        env.reset()
+        engine = _engine(env)
+        actions = np.zeros((n, *env.single_action_space.shape), np.float32)
+        result = engine.step_all(actions)
+        assert type(result) is StepAllResult and result.bad == -1
+        want = gym.vector.SyncVectorEnv([lambda: gym.make(gym_id)] * n)
+        want.reset(seed=0)
+        *_, want_infos = want.step(actions)
+        want.close()
+        infos = result.step_infos
+        assert infos is not None
+        assert list(infos) == [k for k in want_infos if not k.startswith("_")]
+        for key, column in infos.items():
+            assert type(column) is np.ndarray and column.shape == (n,)
+            assert column.dtype == want_infos[key].dtype, key
+        bad = actions.copy()
+        bad[1] = 10.0
+        assert engine.step_all(bad) == (1, 0, None, None)
+
+
+def test_pool_still_reports_gymnasiums_layout():
+    pytest.importorskip("mujoco")
+    with envhive.make("envhive/HalfCheetah-v5", 2, seed=0) as env:
+        env.reset()
+        *_, info = env.step(np.zeros((2, 6), np.float32))
+        assert list(info)[:4] == ["x_position", "_x_position", "x_velocity", "_x_velocity"]
+        assert info["_reward_ctrl"].tolist() == [True, True]
+
+
+# ------------------------------------------------------------------ call / set_attr with env ids
+def test_kernel_call_takes_env_ids():
+    with envhive.make("envhive/CartPole-v1", 3, seed=0) as env:
+        env.reset()
+        engine = _engine(env)
+        states = engine.call("state", (), {})
+        got = engine.call("state", (), {}, env_ids=[2, 0])
+        np.testing.assert_array_equal(got, [states[2], states[0]])
+        assert engine.call("action_space", (), {}, [1]) == [gym.spaces.Discrete(2)]
+        executor = env._pool.executor
+        np.testing.assert_array_equal(executor.call("state", (), {}, [1]), [states[1]])
+
+
+def test_mujoco_call_and_set_attr_take_env_ids():
+    pytest.importorskip("mujoco")
+    with envhive.make("envhive/HalfCheetah-v5", 3, seed=0) as env:
+        env.reset()
+        executor = env._pool.executor
+        executor.set_attr("_ctrl_cost_weight", [0.5, 0.25], env_ids=[2, 0])
+        assert executor.call("_ctrl_cost_weight", (), {}) == [0.25, 0.1, 0.5]
+        assert executor.call("_ctrl_cost_weight", (), {}, env_ids=[2, 1]) == [0.5, 0.1]
+        # The compiled step reads the new weights.
+        _, reward, *_ = env.step(np.ones((3, 6), np.float32))
+        serial = envhive.make("envhive/HalfCheetah-v5", 3, seed=0, executor="serial")
+        serial.reset()
+        serial.set_attr("_ctrl_cost_weight", [0.25, 0.1, 0.5])
+        _, want, *_ = serial.step(np.ones((3, 6), np.float32))
+        serial.close()
+        np.testing.assert_array_equal(reward, want)
+
+
+# ------------------------------------------------------------------ named columns
+def test_family_columns_are_named_and_packed_in_order():
+    pytest.importorskip("mujoco")
+    from envhive.envs.mujoco import ENV_CLASSES
+    from envhive.envs.mujoco._families import ADDRESS_COLUMNS, COMMON_PARAMS, column_index
+
+    for env_cls in ENV_CLASSES.values():
+        family = family_of(env_cls)
+        if family is None:
+            continue
+        env = env_cls()
+        own = family.params(env)
+        assert set(own) == set(family.param_names)
+        par = family.par(env)
+        index = column_index(COMMON_PARAMS, family.param_names)
+        assert len(par) == len(index)
+        for name, value in own.items():
+            assert par[index[name]] == value, (family.__name__, name)
+        assert par[index["frame_skip"]] == env._frame_skip
+        row = family.row(env)
+        assert len(row) == len(ADDRESS_COLUMNS) + len(family.addresses)
+        env.close()
+    with pytest.raises(ValueError, match="duplicate"):
+        column_index(("a",), ("a",))
