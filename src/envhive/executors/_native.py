@@ -102,8 +102,11 @@ class NativeExecutor(Executor):
         return engine
 
     def bind(self, buffers: Buffers) -> None:
-        self._live().bind(buffers)
+        engine = self._live()
+        engine.bind(buffers)
         self._buffers = buffers
+        # The pool calls step_all every step: hand it the engine's bound method, one frame less.
+        self.step_all = engine.step_all  # type: ignore[method-assign,assignment]
 
     def _step_all(self, actions: np.ndarray) -> StepAllResult:
         return self._engine.step_all(actions)  # type: ignore[union-attr]  # hot path: bound

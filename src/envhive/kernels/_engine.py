@@ -29,6 +29,9 @@ from envhive.kernels._kernel import Binding, Kernel
 
 __all__ = ["KernelEngine"]
 
+# StepAllResult(...) without the NamedTuple's Python __new__ frame: this runs every step.
+_result = tuple.__new__
+
 
 class KernelEngine:
     """Drives one :class:`~envhive.kernels.Kernel` for the native executor.
@@ -57,7 +60,7 @@ class KernelEngine:
         bad, low, done = self._drive(self._all, actions, self._table, True)
         if low:
             self.kernel.restock()
-        return StepAllResult(bad, done, None, None)
+        return _result(StepAllResult, (bad, done, None, None))
 
     def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
         """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
