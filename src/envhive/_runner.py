@@ -339,17 +339,28 @@ class EnvRunner:
                 cause_type="ObservationError",
             ) from None
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """``env.get_wrapper_attr(name)`` on each env, called if callable."""
+    def _envs_of(self, env_ids: Sequence[int] | None) -> list[gym.Env]:
+        """The envs of pool-wide ``env_ids`` (all of this slice's for ``None``)."""
+        if env_ids is None:
+            return self.envs
+        first = self.first_id
+        return [self.envs[i - first] for i in env_ids]
+
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """``env.get_wrapper_attr(name)`` on each env (or ``env_ids``, pool-wide ids, in that
+        order), called if callable."""
         results = []
-        for env in self.envs:
+        for env in self._envs_of(env_ids):
             attr = env.get_wrapper_attr(name)
             results.append(attr(*args, **kwargs) if callable(attr) else attr)
         return results
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
-        """``env.set_wrapper_attr(name, value)`` on each env of the slice."""
-        for env, value in zip(self.envs, values):
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
+        """``env.set_wrapper_attr(name, value)`` on each env of the slice (or ``env_ids``)."""
+        for env, value in zip(self._envs_of(env_ids), values):
             env.set_wrapper_attr(name, value)
 
     def close(self) -> None:

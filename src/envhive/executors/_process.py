@@ -465,7 +465,7 @@ class ProcessExecutor(Executor):
             self._inline.run(ids, options, out)
             got += len(out.env_ids) + len(out.errors) - before
         while got < min_count and any(wk.busy is not None for wk in self._state.workers):
-            for wk in self._wait_some(None):
+            for wk in self._wait_some():
                 got += self._collect_and_refill(wk, out)
         return out
 
@@ -486,7 +486,7 @@ class ProcessExecutor(Executor):
             self._inline.run(groups[0][1], options, out)
         pending = len(self._state.workers)
         while pending:
-            for wk in self._wait_some(None):
+            for wk in self._wait_some():
                 self._collect(wk, out)
                 pending -= 1
         return out
@@ -529,28 +529,26 @@ class ProcessExecutor(Executor):
         done = ctrl.done
         return [wk for wk in self._state.workers if wk.busy is not None and done[wk.w]]
 
-    def _wait_some(self, timeout: float | None) -> list[_Worker]:
+    def _wait_some(self) -> list[_Worker]:
         """Wait for a completion; return every finished worker, first-finished first.
 
         Each worker posts ``done_sem`` once per command, after setting its flag. We take one
         post per worker we hand back, so flags and posts stay in step.
         """
-        self._take_post(timeout)
+        self._take_post()
         finished = self._sweep(taken=1)
         if not finished:
             raise RuntimeError("internal error: a completion was signalled but no worker is done")
         return finished
 
-    def _take_post(self, timeout: float | None) -> None:
-        """Take one completion post: poll while waits are short (SpinPolicy), then block."""
+    def _take_post(self) -> None:
+        """Take one completion post: poll while waits are short (SpinPolicy), then block,
+        checking worker liveness and step timeouts every ``_POLL_S``."""
         sem = self._done_sem
         start = time.perf_counter()
         if not self._spin.poll(sem):
-            give_up = None if timeout is None else time.monotonic() + timeout
             while not sem.acquire(True, _POLL_S):
                 self._check_workers()
-                if give_up is not None and time.monotonic() > give_up:
-                    raise TimeoutError(f"recv() timed out after {timeout} s")
         self._spin.observe(time.perf_counter() - start)
 
     def _collect(self, wk: _Worker, out: Completion) -> int:
@@ -657,19 +655,21 @@ class ProcessExecutor(Executor):
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(self, messages: dict[int, bytes]) -> dict[int, Any]:
-        """Send one CALL message per worker (keyed by slice) and gather the replies."""
+        """Send one CALL message to each worker in ``messages`` (keyed by slice) and gather
+        the replies."""
         self._check_usable()
         ctrl = self._ctrl
         assert ctrl is not None
-        for wk in self._state.workers:
+        targets = [wk for wk in self._state.workers if wk.w in messages]
+        for wk in targets:
             wk.conn.send_bytes(messages[wk.w])
             ctrl.kind[wk.w] = CMD_CALL
             wk.busy = []
             wk.sent_at = time.monotonic()
             wk.cmd_sem.release()
         replies: dict[int, Any] = {}
-        while len(replies) < len(self._state.workers):
-            for wk in self._wait_some(None):
+        while len(replies) < len(targets):
+            for wk in self._wait_some():
                 wk.busy = None
                 replies[wk.w] = cloudpickle.loads(wk.conn.recv_bytes())
         for tag, value in replies.values():
@@ -677,21 +677,44 @@ class ProcessExecutor(Executor):
                 raise value
         return {w: value for w, (tag, value) in replies.items()}
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        blob = cloudpickle.dumps((name, args, kwargs, None))
-        replies = self._roundtrip({wk.w: blob for wk in self._state.workers})
-        if self._inline is not None:
-            replies[0] = self._inline.call(name, args, kwargs)
-        return [r for w in sorted(replies) for r in replies[w]]
+    def _group_ids(self, env_ids: Sequence[int] | None) -> dict[int, list[int]]:
+        """Pool-wide env ids grouped by the slice that owns them (all envs for ``None``)."""
+        if env_ids is None:
+            return {w: ids for w, ids in self._all_groups}
+        groups: dict[int, list[int]] = {}
+        for i in env_ids:
+            groups.setdefault(int(self._owner[i]), []).append(int(i))
+        return groups
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        groups = self._group_ids(env_ids)
         messages = {
-            wk.w: cloudpickle.dumps((name, (), {}, list(values[wk.lo : wk.hi])))
-            for wk in self._state.workers
+            w: cloudpickle.dumps((name, args, kwargs, None, ids))
+            for w, ids in groups.items() if w in self._by_slice
+        }
+        replies = self._roundtrip(messages)
+        if self._inline is not None and 0 in groups:
+            replies[0] = self._inline.call(name, args, kwargs, groups[0])
+        by_env = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
+        order = env_ids if env_ids is not None else range(len(self._owner))
+        return [by_env[int(i)] for i in order]
+
+    def set_attr(
+        self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
+    ) -> None:
+        order = list(env_ids) if env_ids is not None else list(range(len(self._owner)))
+        value_of = dict(zip(order, values))
+        groups = self._group_ids(env_ids)
+        messages = {
+            w: cloudpickle.dumps((name, (), {}, [value_of[i] for i in ids], ids))
+            for w, ids in groups.items() if w in self._by_slice
         }
         self._roundtrip(messages)
-        if self._inline is not None:
-            self._inline.set_attr(name, list(values[: len(self._inline.envs)]))
+        if self._inline is not None and 0 in groups:
+            self._inline.set_attr(name, [value_of[i] for i in groups[0]], groups[0])
 
     def close(self) -> None:
         if self._closed:

@@ -54,13 +54,16 @@ class SerialExecutor(Executor):
         done, self._done = self._done, Completion()
         return done
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
         assert self._runner is not None
-        return self._runner.call(name, args, kwargs)
+        return self._runner.call(name, args, kwargs, env_ids)
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         assert self._runner is not None
-        self._runner.set_attr(name, values)
+        self._runner.set_attr(name, values, env_ids)
 
     def close(self) -> None:
         if self._runner is not None:

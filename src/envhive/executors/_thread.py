@@ -40,7 +40,6 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import time
 import traceback
 import warnings
 import weakref
@@ -335,8 +334,6 @@ class ThreadExecutor(Executor):
         state = self._state
         taken: list[Completion] = []
         got = 0
-        timeout: float | None = None  # TODO(worker core): drop the timeout plumbing below
-        deadline = None
         while True:
             steal: _Slice | None = None
             job: Job = ([], None)
@@ -350,11 +347,10 @@ class ThreadExecutor(Executor):
                     state.done.clear()
                 if got >= min_count or not state.outstanding:
                     break
-                if timeout is None and min_count - got >= state.outstanding:
+                if min_count - got >= state.outstanding:
                     # Every op in flight must finish before we return: running one of the
-                    # not-yet-started shares here costs no latency. (Not with a timeout: a
-                    # share run here cannot be interrupted to honour it.) The deferred share
-                    # first: its thread was not woken for it.
+                    # not-yet-started shares here costs no latency. The deferred share first:
+                    # its thread was not woken for it.
                     d = state.deferred
                     for sl in ([d] if d is not None else []) + state.slices:
                         if sl.queue and not sl.busy:
@@ -370,7 +366,7 @@ class ThreadExecutor(Executor):
             if steal is not None:
                 self._run_here(steal, *job)
             else:
-                self._wait(deadline, timeout, taken)
+                self._wait()
         return _merge(taken)
 
     def _run_here(self, sl: _Slice, ids: list[int], options: dict[str, Any] | None) -> None:
@@ -387,24 +383,16 @@ class ThreadExecutor(Executor):
             raise
         self._state.finish(sl, out)
 
-    def _wait(self, deadline: float | None, timeout: float | None, taken: list[Completion]) -> None:
+    def _wait(self) -> None:
         """Block until a thread finishes a job (state.waiting was set under the mutex)."""
         state = self._state
         try:
             while True:
-                wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
-                if state.caller_wake.acquire(True, wait):
+                if state.caller_wake.acquire(True, _POLL_S):
                     return  # the finisher cleared state.waiting
                 self._check_threads()
-                if deadline is not None and time.monotonic() >= deadline:
-                    with state.mu:
-                        # Hand back what this recv took, so a timeout loses no completion.
-                        state.done[:0] = taken
-                        state.outstanding += sum(len(c.env_ids) + len(c.errors) for c in taken)
-                        taken.clear()
-                    raise TimeoutError(f"recv() timed out after {timeout} s")
         except BaseException:
-            # Timeout, dead thread or KeyboardInterrupt: retract the wait so that no token is
+            # Dead thread or KeyboardInterrupt: retract the wait so that no token is
             # left behind (a finisher that already cleared `waiting` has released one).
             with state.mu:
                 if state.waiting:
@@ -432,16 +420,19 @@ class ThreadExecutor(Executor):
         if self._state.outstanding:
             raise PendingCallError(f"{what}() while ops are in flight: recv() them first")
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
         # Nothing is in flight (the pool checks), so no thread touches an env: run it here.
         self._check_idle("call")
         assert self._runner is not None
-        return self._runner.call(name, args, kwargs)
+        return self._runner.call(name, args, kwargs, env_ids)
 
-    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         self._check_idle("set_attr")
         assert self._runner is not None
-        self._runner.set_attr(name, values)
+        self._runner.set_attr(name, values, env_ids)
 
     def close(self) -> None:
         if self._closed:

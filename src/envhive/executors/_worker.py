@@ -212,12 +212,12 @@ def _serve(
         if kind == CMD_CLOSE:
             return
         if kind == CMD_CALL:
-            name, args, kwargs, values = cloudpickle.loads(conn.recv_bytes())
+            name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
             try:
                 if values is None:
-                    result: Any = ("ok", runner.call(name, args, kwargs))
+                    result: Any = ("ok", runner.call(name, args, kwargs, call_ids))
                 else:
-                    runner.set_attr(name, values)
+                    runner.set_attr(name, values, call_ids)
                     result = ("ok", None)
             except BaseException as err:
                 result = ("error", _portable(err, lo))

@@ -1,0 +1,57 @@
+"""call / get_attr / set_attr on chosen envs (SB3's ``env_method(indices=...)``), on every executor."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import envhive
+from envhive.executors import ProcessExecutor, available_executors
+from envhive.testing import CountingEnv
+
+N = 5
+
+
+def make(executor):
+    fns = [functools.partial(CountingEnv, tag=i) for i in range(N)]
+    if executor == "process-parent-slice":
+        return envhive.make(fns, executor=ProcessExecutor(2, parent_slice=True))
+    return envhive.make(fns, executor=executor, num_workers=2 if executor != "serial" else None)
+
+
+@pytest.mark.parametrize("executor", [*available_executors(), "process-parent-slice"])
+def test_calls_reach_exactly_the_chosen_envs_in_their_order(executor):
+    with make(executor) as env:
+        env.reset(seed=0)
+        assert env.get_attr("tag") == tuple(range(N))
+        assert env.get_attr("tag", env_ids=[4, 0, 2]) == (4, 0, 2)
+        env.set_attr("tag", [40, 30], env_ids=[4, 3])
+        assert env.get_attr("tag") == (0, 1, 2, 30, 40)
+        env.set_attr("tag", 7, env_ids=[1])  # one value for each chosen env
+        assert env.get_attr("tag") == (0, 7, 2, 30, 40)
+        pool = env.pool
+        assert pool.call("get_wrapper_attr", ("tag",), env_ids=[3, 1]) == (30, 7)
+        # Calls with arguments reach the chosen envs only: reset env 2 alone, by method call.
+        obs, _ = pool.call("reset", kwargs={"seed": 5}, env_ids=[2])[0]
+        assert obs.tolist()[:3] == [2, 1, 0]  # env 2, its second episode, step 0
+
+
+@pytest.mark.parametrize("bad, match", [([5], r"\[0, 5\)"), ([1, 1], "once"), ([[0]], "1-d")])
+def test_bad_env_ids_are_refused(bad, match):
+    with make("serial") as env:
+        with pytest.raises(envhive.ConfigError, match=match):
+            env.get_attr("tag", env_ids=bad)
+        with pytest.raises(envhive.ConfigError, match=match):
+            env.set_attr("tag", 1, env_ids=bad)
+
+
+def test_set_attr_wants_one_value_per_chosen_env():
+    with make("serial") as env, pytest.raises(envhive.ConfigError, match="expected 2 values"):
+        env.set_attr("tag", [1, 2, 3], env_ids=[0, 1])
+
+
+def test_native_engines_take_env_ids_too():
+    with envhive.make("envhive/CartPole-v1", 4, seed=0) as env:
+        env.reset()
+        assert len(env.get_attr("np_random", env_ids=[3, 1])) == 2
