@@ -1,10 +1,11 @@
-"""The worker side of out-of-process executors: one loop, any transport.
+"""The process executor's transport, worker side: shared memory, semaphores and a pipe.
 
 A worker owns a contiguous slice of envs, built inside it from cloudpickled factories (so envs
-that cannot be pickled work), and runs them with :class:`EnvRunner` straight into the pool's
-shared-memory buffers. Per command it receives only a wake-up and the env ids (in shared
-memory); infos, errors and object-typed observations travel back by pipe only when there are
-any.
+that cannot be pickled work). What it does with a command is the transport-free
+:class:`~envhive.executors._core.WorkerCore`; this module only carries commands and replies.
+Per command it receives only a wake-up and the env ids (in the shared control block); options,
+object-typed actions, infos, errors and object-typed observations travel by pipe only when
+there are any, and call/set_attr messages always do.
 
 Signalling: the parent posts ``cmd_sem``; the worker spins briefly (``spin_s``) on a
 non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker sets
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +24,26 @@ import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._report import Completion, env_props
+from envhive._report import env_props
 from envhive._runner import EnvRunner, build_envs
-from envhive._spaces import tree_leaves
-from envhive.errors import EnvhiveError, EnvWorkerError
+from envhive.executors._core import (
+    Call,
+    Close,
+    Command,
+    CommandKind,
+    ErrorReply,
+    Run,
+    RunReply,
+    SetAttr,
+    WorkerCore,
+    object_leaves,
+    portable_error,
+)
 from envhive.executors._shm import ArraySpec, attach_arrays
 
 __all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "SpinPolicy", "worker_main", "object_leaves"]
 
-CMD_RUN, CMD_CALL, CMD_CLOSE = 1, 2, 3
+CMD_RUN, CMD_CALL, CMD_CLOSE = int(CommandKind.RUN), int(CommandKind.CALL), int(CommandKind.CLOSE)
 _MIN_POLL_S = 3e-4
 # How often a blocked worker checks that its parent is still alive.
 _PARENT_CHECK_S = 0.5
@@ -78,11 +89,6 @@ class Control:
             done_msg=alloc((num_workers,), i8),
             done_time=alloc((num_workers,), np.dtype(np.float64)),
         )
-
-
-def object_leaves(tree: Any) -> list[np.ndarray]:
-    """The object-dtype leaves of a buffer tree (they cannot live in shared memory)."""
-    return [leaf for leaf in tree_leaves(tree) if leaf.dtype == object]
 
 
 def _attacher(specs: list[ArraySpec]) -> Any:
@@ -181,28 +187,26 @@ def worker_main(
         envs = build_envs(factories, first_id=lo)
         conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
     except BaseException as err:
-        conn.send_bytes(cloudpickle.dumps(("error", _portable(err, lo))))
+        conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
         return
     runner = EnvRunner(envs, first_id=lo)
     try:
-        _serve(w, lo, hi, conn, cmd_sem, done_sem, runner, SpinPolicy(spin_s, yield_core), parent)
+        _serve(w, lo, conn, cmd_sem, done_sem, runner, SpinPolicy(spin_s, yield_core), parent)
     finally:
         runner.close()
 
 
 def _serve(
-    w: int, lo: int, hi: int, conn: Any, cmd_sem: Any, done_sem: Any,
+    w: int, lo: int, conn: Any, cmd_sem: Any, done_sem: Any,
     runner: EnvRunner, policy: SpinPolicy, parent: Any,
 ) -> None:
+    """The shared-memory transport, worker side: decode each command from the control block
+    (and the pipe, when it has a message), let the core handle it, encode the reply."""
     tag, payload = cloudpickle.loads(conn.recv_bytes())
     assert tag == "bind"
     num_workers, spec, buffer_specs, ctrl_specs = payload
     ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
-    buffers = Buffers.allocate(spec, _attacher(buffer_specs))
-    runner.bind(buffers)
-    obs_objects = object_leaves(buffers.obs)
-    final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
-    act_objects = object_leaves(buffers.actions)
+    core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs)))
     conn.send_bytes(b"bound")
     ids: list[int] = []
     ids_gen = -1
@@ -210,56 +214,30 @@ def _serve(
         _wait(cmd_sem, policy, parent)
         kind = int(ctrl.kind[w])
         if kind == CMD_CLOSE:
+            core.handle(Close())
             return
         if kind == CMD_CALL:
             name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
-            try:
-                if values is None:
-                    result: Any = ("ok", runner.call(name, args, kwargs, call_ids))
-                else:
-                    runner.set_attr(name, values, call_ids)
-                    result = ("ok", None)
-            except BaseException as err:
-                result = ("error", _portable(err, lo))
-            conn.send_bytes(cloudpickle.dumps(result))
+            command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)
+            reply = core.handle(command)
+            wire = ("error", reply.error) if isinstance(reply, ErrorReply) else ("ok", reply.values)  # type: ignore[union-attr]
+            conn.send_bytes(cloudpickle.dumps(wire))
             ctrl.done[w] = 1
             done_sem.release()
             continue
-        if ctrl.ids_gen[w] != ids_gen:
+        if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
-        options = None
+        options, act_values = None, None
         if ctrl.cmd_msg[w]:
             options, act_values = cloudpickle.loads(conn.recv_bytes())
-            for leaf, values in zip(act_objects, act_values):
-                leaf[ids] = values
-        out = Completion()
-        runner.run(ids, options, out)
-        message = _result_message(out, ids, obs_objects, final_objects)
-        if message is not None:
-            conn.send_bytes(message)
-        ctrl.done_msg[w] = message is not None
+        out = core.handle(Run(ids, options, act_values))
+        assert isinstance(out, RunReply)
+        if not out.empty:
+            conn.send_bytes(cloudpickle.dumps(
+                (out.infos, out.final_infos, out.errors, out.object_obs, out.object_final_obs)
+            ))
+        ctrl.done_msg[w] = not out.empty
         ctrl.done_time[w] = time.monotonic()
         ctrl.done[w] = 1
         done_sem.release()
-
-
-def _result_message(
-    out: Completion, ids: list[int], obs_objects: list[np.ndarray], final_objects: list[np.ndarray]
-) -> bytes | None:
-    if not (out.infos or out.final_infos or out.errors or obs_objects):
-        return None
-    objects = [leaf[ids].tolist() for leaf in obs_objects]
-    finals = [leaf[ids].tolist() for leaf in final_objects] if out.final_infos else None
-    return cloudpickle.dumps((out.infos, out.final_infos, out.errors, objects, finals))
-
-
-def _portable(err: BaseException, env_id: int) -> BaseException:
-    if isinstance(err, EnvhiveError):
-        return err  # already says which env and what went wrong
-    return EnvWorkerError(
-        f"worker failed: {type(err).__name__}: {err}",
-        env_id=env_id,
-        worker_traceback=traceback.format_exc(),
-        cause_type=type(err).__name__,
-    )

@@ -1,0 +1,136 @@
+"""The worker core knows no transport: typed commands in, typed replies out.
+
+Driven here through a loopback transport that pickles every command and reply (as a process
+pipe or a Ray actor would), with no process, semaphore or shared memory; the results must be
+exactly those of the serial executor.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import envhive
+from envhive._buffers import Buffers, BufferSpec
+from envhive._ops import RESET, STEP, STEP_RESET
+from envhive._runner import EnvRunner, build_envs
+from envhive.executors._core import (
+    Call,
+    CallReply,
+    Close,
+    ErrorReply,
+    Run,
+    RunReply,
+    SetAttr,
+    WorkerCore,
+)
+from envhive.testing import CountingEnv
+
+
+class Loopback:
+    """A transport with nothing in between: commands and replies are pickled both ways."""
+
+    def __init__(self, core: WorkerCore) -> None:
+        self.core = core
+
+    def send(self, command):
+        command = pickle.loads(cloudpickle.dumps(command))
+        return pickle.loads(cloudpickle.dumps(self.core.handle(command)))
+
+
+class Raising(CountingEnv):
+    def step(self, action):
+        if action == 2:
+            raise RuntimeError("bad action two")
+        return super().step(action)
+
+
+def slice_core(first_id, count, n, env_cls=CountingEnv, with_final=True):
+    fns = [functools.partial(env_cls, pattern=[(2, "term")], tag=first_id + k) for k in range(count)]
+    envs = build_envs(fns, first_id)
+    spec = BufferSpec(n, envs[0].observation_space, envs[0].action_space, with_final_obs=with_final)
+    buffers = Buffers.allocate(spec)
+    return Loopback(WorkerCore(EnvRunner(envs, first_id), buffers)), buffers
+
+
+def test_run_commands_match_the_serial_executor():
+    link, b = slice_core(2, 3, n=5)  # envs 2, 3, 4 of a pool of 5
+    ids = [2, 3, 4]
+    with envhive.make([functools.partial(CountingEnv, pattern=[(2, "term")], tag=i) for i in range(5)],
+                      executor="serial", autoreset="same_step") as ref:
+        ref.reset()
+        b.ops[ids] = RESET
+        reply = link.send(Run(ids))
+        assert isinstance(reply, RunReply) and reply.empty is False  # reset infos
+        np.testing.assert_array_equal(b.obs[ids], ref.pool.buffers.obs[ids])
+        for t in range(5):
+            b.ops[ids] = STEP_RESET
+            b.actions[ids] = t % 2
+            reply = link.send(Run(ids))
+            ref.step(np.full(5, t % 2))
+            rb = ref.pool.buffers
+            for name in ("obs", "reward", "terminated", "truncated", "final_obs"):
+                np.testing.assert_array_equal(getattr(b, name)[ids], getattr(rb, name)[ids], err_msg=name)
+            if t % 2 == 1:  # episodes of 2 steps end on odd steps: final infos come back
+                assert sorted(reply.final_infos) == ids
+
+
+def test_env_errors_come_back_in_the_reply_and_name_the_env():
+    link, b = slice_core(0, 2, n=2, env_cls=Raising)
+    b.ops[:] = RESET
+    link.send(Run([0, 1]))
+    b.ops[:] = STEP
+    b.actions[:] = [0, 2]
+    reply = link.send(Run([0, 1]))
+    assert list(reply.errors) == [1]
+    assert reply.errors[1].env_id == 1 and "bad action two" in str(reply.errors[1])
+
+
+def test_call_and_set_attr_on_chosen_envs():
+    link, _ = slice_core(3, 3, n=6)
+    assert link.send(Call("tag", (), {}, None)) == CallReply([3, 4, 5])
+    assert link.send(Call("tag", (), {}, [5, 3])) == CallReply([5, 3])
+    assert link.send(SetAttr("tag", [50], [5])) == CallReply(None)
+    assert link.send(Call("tag", (), {})).values == [3, 4, 50]
+    err = link.send(Call("no_such_attribute", (), {}, [4]))
+    assert isinstance(err, ErrorReply) and isinstance(err.error, envhive.EnvWorkerError)
+    assert "no_such_attribute" in str(err.error)
+
+
+def test_object_actions_travel_with_the_command():
+    class TextActionEnv(gym.Env):
+        observation_space = spaces.Box(-1, 1, (1,))
+        action_space = spaces.Text(5)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            return np.full(1, len(action) / 10, np.float32), 0.0, False, False, {"got": action}
+
+    envs = build_envs([TextActionEnv, TextActionEnv], 0)
+    b = Buffers.allocate(BufferSpec(2, envs[0].observation_space, envs[0].action_space))
+    core = WorkerCore(EnvRunner(envs, 0), b)
+    assert core.has_object_actions
+    link = Loopback(core)
+    b.ops[:] = STEP
+    reply = link.send(Run([0, 1], None, [["ab", "abcd"]]))
+    assert reply.infos == {0: {"got": "ab"}, 1: {"got": "abcd"}}
+    np.testing.assert_allclose(b.obs[:, 0], [0.2, 0.4])
+
+
+def test_close_closes_the_envs():
+    link, _ = slice_core(0, 2, n=2)
+    assert link.send(Close()) is None
+    assert link.core.runner.envs == []
+
+
+def test_commands_are_frozen():
+    with pytest.raises(AttributeError):
+        Run([0]).ids = [1]  # type: ignore[misc]
