@@ -186,7 +186,7 @@ class ProcessExecutor(Executor):
         on_worker_failure: ``"raise"`` (default) or ``"restart"``.
         spin_s: the longest a waiting side polls (yielding the core between polls) before it
             blocks; each side polls only while its recent waits are short (``SpinPolicy``).
-            Default 2 ms. On virtual machines a blocked process takes 50-100 us to wake.
+            Default 2 ms. On virtual machines a blocked process is slow to wake.
         parent_slice: run one slice of envs in the calling process, inside ``recv`` (and so
             inside ``step``), with ``num_workers - 1`` worker processes. On a machine with as
             many workers as cores this avoids a third process competing for the cores, and
@@ -195,7 +195,7 @@ class ProcessExecutor(Executor):
         cpu_affinity: pin each worker process to one CPU (Linux). ``True``: worker ``w`` on the
             ``w``-th CPU of the caller's allowed set (round robin); a sequence of CPU ids: worker
             ``w`` on ``cpu_affinity[w % len]``. Pinned workers do not migrate, which helped cheap
-            envs on a 2-core VM (CartPole x 64: ~1.2x instead of ~1.05-1.1x the for-loop). Off by
+            envs on a 2-core VM (docs/benchmarks.md, "Pinning"). Off by
             default: pools that each pin from the first CPU on would pile onto the same cores.
 
     Examples:
@@ -283,7 +283,7 @@ class ProcessExecutor(Executor):
         self._owner = np.concatenate([np.full(hi - lo, w) for w, (lo, hi) in enumerate(bounds)])
         self._all_ids = list(range(n))
         if self._spin_s is None:
-            # The cap of the adaptive poll (SpinPolicy): polling saves two ~50-100 us wake-ups
+            # The cap of the adaptive poll (SpinPolicy): polling saves two wake-ups
             # per call, and yields the core between tries when there is no spare one.
             self._spin_s = 2e-3
         for w, (lo, hi) in enumerate(bounds):

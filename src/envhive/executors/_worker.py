@@ -106,7 +106,7 @@ def _attacher(specs: list[ArraySpec]) -> Any:
 class SpinPolicy:
     """How long a waiter polls before it blocks, learned from its recent waits.
 
-    Blocking costs a wake-up (50-100 us on virtual machines), which matters when waits are
+    Blocking costs a wake-up (slow on virtual machines; see docs/benchmarks.md), which matters when waits are
     short (a cheap env, one env per call). Polling costs a core, which matters when waits are
     long and the cores are busy with envs. So poll only when recent waits are short: up to
     about three typical waits, and never longer than ``max_s``. Between polls the core is
