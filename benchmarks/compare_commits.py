@@ -24,7 +24,7 @@ The worker code is the same for base, head and peer, so only the library differs
 reports medians over ``--repeats`` in env-steps per second (calls x num_envs / s). The
 temporary worktree is removed at the end, also on Ctrl-C or SIGTERM.
 
-Full run (about 4-5 minutes on 2 cores), from the repository root::
+Full run (about 4 minutes on 2 cores, estimated from the quick run), from the repository root::
 
     python benchmarks/compare_commits.py --base e95c985 --json benchmarks/results/compare_commits.json
 
@@ -204,12 +204,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- driver side
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C, so the ``finally`` blocks remove the temporary worktree."""
+def _interrupt_on_signals() -> None:
+    """SIGINT (also if inherited as ignored) and SIGTERM raise KeyboardInterrupt, so the
+    ``finally`` blocks remove the temporary worktree."""
 
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -400,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (head / "src" / "envhive" / "__init__.py").is_file():
         ap.error(f"--head {head}: no src/envhive/__init__.py there")
 
-    _interrupt_on_sigterm()
+    _interrupt_on_signals()
     out: dict[str, Any] = {
         "command": [Path(sys.executable).name, *sys.argv],
         "machine": machine_info(),
