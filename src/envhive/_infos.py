@@ -23,8 +23,8 @@ import numpy as np
 from envhive._ops import RESET
 
 __all__ = [
-    "Column", "InfoColumns", "add_info", "batch_infos", "column_rows", "take_rows",
-    "engine_columns", "patch_reset_rows", "split_rows",
+    "Column", "InfoColumns", "add_info", "batch_infos", "engine_columns", "patch_reset_rows",
+    "split_rows",
 ]
 
 
@@ -151,38 +151,6 @@ def _sequential(items: list[tuple[int, dict[str, Any]]], n: int) -> InfoColumns:
     for slot, info in items:
         add_info(infos, info, slot, n)
     return infos
-
-
-def take_rows(infos: InfoColumns, rows: np.ndarray) -> InfoColumns:
-    """The columns restricted to ``rows`` (fancy indexing: copies), nested columns included.
-
-    Examples:
-        >>> cols = batch_infos([(0, {"x": 1}), (1, {"x": 2})], 2)
-        >>> take_rows(cols, np.array([1]))["x"].values.tolist()
-        [2]
-    """
-    out: InfoColumns = {}
-    for key, col in infos.items():
-        values = col.values
-        taken = take_rows(values, rows) if isinstance(values, dict) else values[rows]
-        out[key] = Column(taken, col.mask[rows])
-    return out
-
-
-def column_rows(infos: InfoColumns, i: int) -> dict[str, Any]:
-    """Row ``i`` as a plain info dict (the keys it reported, nested dicts rebuilt).
-
-    Examples:
-        >>> cols = batch_infos([(0, {"x": 1}), (1, {"y": 2.5})], 2)
-        >>> column_rows(cols, 1)
-        {'y': np.float64(2.5)}
-    """
-    row: dict[str, Any] = {}
-    for key, col in infos.items():
-        if col.mask[i]:
-            values = col.values
-            row[key] = column_rows(values, i) if isinstance(values, dict) else values[i]
-    return row
 
 
 # ------------------------------------------------------------------ engines' batched step infos

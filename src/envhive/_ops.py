@@ -38,8 +38,6 @@ __all__ = [
     "RESET",
     "STEP_RESET",
     "resets_in_op",
-    "is_reset_row",
-    "has_final_row",
     "RestartOutcome",
     "restart_outcome",
     "RESTART_INFO_KEY",
@@ -71,16 +69,6 @@ def resets_in_op(op: int, terminated: bool, truncated: bool) -> bool:
     Plain Python on purpose: compiled engines build their loops with ``numba.njit`` of this
     very function, so the rule exists once.
     """
-    return op == STEP_RESET and (terminated or truncated)
-
-
-def is_reset_row(op: int, terminated: bool, truncated: bool) -> bool:
-    """Whether the row's observation is the first of an episode (a reset observation)."""
-    return op == RESET or (op == STEP_RESET and (terminated or truncated))
-
-
-def has_final_row(op: int, terminated: bool, truncated: bool) -> bool:
-    """Whether the row carries a terminal observation in ``final_obs`` (and a final info)."""
     return op == STEP_RESET and (terminated or truncated)
 
 

@@ -32,7 +32,7 @@ import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import Op
+from envhive._ops import RESTART_INFO_KEY, Op, restart_outcome
 from envhive._report import Completion, EnvFactory, EnvProps, env_props
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
@@ -59,7 +59,6 @@ __all__ = ["ProcessExecutor", "default_start_method"]
 _POLL_S = 0.05  # how often a blocked parent checks worker liveness and step timeouts
 _LAUNCH_TIMEOUT_S = 600.0
 _RESET = int(Op.RESET)
-_STEP_RESET = int(Op.STEP_RESET)
 
 
 def default_start_method() -> str:
@@ -643,15 +642,16 @@ class ProcessExecutor(Executor):
             if op is None:
                 continue
             b.ops[i] = op  # the pool accounts by the op it sent
-            infos[i] = {**infos.get(i, {}), "worker_restarted": True}
-            if op == _RESET:
+            infos[i] = {**infos.get(i, {}), RESTART_INFO_KEY: True}
+            outcome = restart_outcome(op)
+            if outcome is None:
                 continue  # the env was being reset anyway: a fresh episode, nothing lost
-            b.reward[i] = 0.0
-            b.terminated[i] = False
-            b.truncated[i] = True
-            if op == _STEP_RESET:
+            b.reward[i] = outcome.reward
+            b.terminated[i] = outcome.terminated
+            b.truncated[i] = outcome.truncated
+            if outcome.final_obs_is_reset_obs:
                 b.obs_codec.write(b.final_obs, i, b.obs_codec.single(b.obs, i))
-                finals[i] = {"worker_restarted": True}
+                finals[i] = {RESTART_INFO_KEY: True}
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(self, messages: dict[int, bytes]) -> dict[int, Any]:
