@@ -19,22 +19,25 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from envhive._extras import require
-from envhive._spaces import Codec, Tree, codec_for
+from envhive._spaces import Codec, Tree, codec_for, tree_map
 from envhive.errors import ConfigError
 
-__all__ = ["BufferSpec", "Buffers", "as_index", "NAMESPACES"]
+__all__ = ["BufferSpec", "Buffers", "as_index", "NAMESPACES", "INPUT_FIELDS", "OUTPUT_FIELDS"]
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 #: Array namespaces a spec may name.
 NAMESPACES = ("numpy", "torch")
+#: What a runner reads (the command block and the actions) and what it writes.
+INPUT_FIELDS = ("ops", "seeds", "has_seed", "actions")
+OUTPUT_FIELDS = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
 def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -159,6 +162,40 @@ class Buffers:
             has_seed=alloc((n,), np.dtype(np.bool_)),
         )
 
+    def slice_spec(self, num_envs: int) -> BufferSpec:
+        """This layout with ``num_envs`` rows: the spec of a worker's slice-local buffers."""
+        return replace(self.spec, num_envs=num_envs, _codecs=self.spec._codecs)
+
+    def copy_rows(
+        self, dst: Buffers, src_rows: Any, dst_rows: Any, fields: tuple[str, ...]
+    ) -> None:
+        """Copy ``fields`` (names of buffers, e.g. :data:`INPUT_FIELDS`) from ``src_rows`` of
+        these buffers to ``dst_rows`` of ``dst`` (same layout, any number of rows).
+
+        This is how a transport whose worker holds slice-local buffers moves a command in and
+        its results out (rows ``lo..hi`` here are rows ``0..hi-lo`` there).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> spec = BufferSpec(4, spaces.Box(0, 1, (2,)), spaces.Discrete(2))
+            >>> pool = Buffers.allocate(spec)
+            >>> local = Buffers.allocate(pool.slice_spec(2))
+            >>> pool.ops[2:4] = [1, 2]
+            >>> pool.copy_rows(local, slice(2, 4), slice(0, 2), INPUT_FIELDS)
+            >>> local.ops.tolist()
+            [1, 2]
+        """
+        def copy(src: np.ndarray, out: np.ndarray) -> None:
+            out[dst_rows] = src[src_rows]
+
+        for name in fields:
+            src, out = getattr(self, name), getattr(dst, name)
+            if src is None or out is None:
+                if src is not out:
+                    raise ValueError(f"copy_rows: {name!r} exists on one side only")
+                continue
+            tree_map(copy, src, out)
+
     def views(self, tree: Tree) -> Tree:
         """``tree`` (arrays of these buffers) in the spec's namespace: zero-copy on the host.
 
@@ -173,8 +210,6 @@ class Buffers:
         """
         if self.spec.namespace == "numpy":
             return tree
-        from envhive._spaces import tree_map
-
         torch = require("torch", "torch", "namespace='torch'")
         return tree_map(lambda a: a if a.dtype == object else torch.from_numpy(a), tree)
 

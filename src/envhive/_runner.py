@@ -131,6 +131,8 @@ class EnvRunner:
         self.buffers: Buffers | None = None
         self._stack_obs = False
         self._index_of: list[int] | None = None
+        self._row0 = 0  # env id minus buffer row: first_id when bound to slice-local buffers
+        self._rows: list[int] = []  # the buffer rows of the ids in _index_of
         self._index: slice | list[int] = []
         self._index_envs: list[gym.Env] = []  # the envs of the ids in _index_of, in order
         self._obs_shape: tuple[int, ...] | None = None
@@ -143,9 +145,23 @@ class EnvRunner:
         same = all(type(env) is kind for env in self.envs)
         self._step_many: Callable[..., list[Any]] | None = many if same and len(self.envs) > 1 else None
 
-    def bind(self, buffers: Buffers) -> None:
-        """Attach the (possibly shared-memory) buffers the runner writes into."""
+    def bind(self, buffers: Buffers, local: bool = False) -> None:
+        """Attach the (possibly shared-memory) buffers the runner writes into.
+
+        Args:
+            buffers: pool-size buffers (row ``i`` is env ``i``), or, with ``local``, buffers
+                of this slice only (row ``i - first_id`` is env ``i``): a remote worker then
+                holds and ships only its own rows. Env ids in commands, infos and errors stay
+                pool-wide either way.
+            local: index ``buffers`` by slice-local rows.
+        """
+        if local and buffers.spec.num_envs != len(self.envs):
+            raise ValueError(
+                f"slice-local buffers: expected {len(self.envs)} rows, got {buffers.spec.num_envs}"
+            )
         self.buffers = buffers
+        self._row0 = self.first_id if local else 0
+        self._index_of = None
         # Small array observations are written as one stacked batch; larger ones (images)
         # row by row, where stacking would add a copy of every observation.
         codec = buffers.obs_codec
@@ -171,12 +187,15 @@ class EnvRunner:
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
         ids = env_ids if type(env_ids) is list else list(env_ids)
+        row0 = self._row0
         if ids is not self._index_of:  # executors pass the same (unchanging) list each step
-            self._index_of, self._index = ids, as_index(ids)
+            self._index_of = ids
+            self._rows = ids if not row0 else [i - row0 for i in ids]
+            self._index = as_index(self._rows)
             first = self.first_id
-            whole = self._index == slice(first, first + len(self.envs))
+            whole = self._index == slice(first - row0, first - row0 + len(self.envs))
             self._index_envs = self.envs if whole else [self.envs[i - first] for i in ids]
-        index, envs = self._index, self._index_envs
+        index, envs, rows = self._index, self._index_envs, self._rows
         ops = b.ops[index].tolist()
         read, actions = b.act_codec.read, b.actions
         act_array = type(b.act_codec) is ArrayCodec  # index the buffer directly, no codec call
@@ -187,14 +206,17 @@ class EnvRunner:
         reward: Any
         got: Any
         infos, final_infos, errors = out.infos, out.final_infos, out.errors
+        # The C loop keys infos by the index it reads actions with (the buffer row): with
+        # slice-local buffers it fills a scratch dict, re-keyed by env id below.
+        row_infos = infos if not row0 else {}
         stepped: dict[int, Any] | None = None
         if self._step_many is not None:
-            step_ids = [i for i, op in zip(ids, ops) if op != _RESET]
-            if len(step_ids) > 1:
-                acts = [actions[i] if act_array else read(actions, i) for i in step_ids]
+            step_rows = [r for r, op in zip(rows, ops) if op != _RESET]
+            if len(step_rows) > 1:
+                acts = [actions[r] if act_array else read(actions, r) for r in step_rows]
                 # One entry per env: its step() result, or the exception its step() raised.
                 results = self._step_many([env for env, op in zip(envs, ops) if op != _RESET], acts)
-                stepped = dict(zip(step_ids, results))
+                stepped = dict(zip(step_rows, results))
         fast = _step_slice if stepped is None else None
         kind, got = _NOT_CALLED, None
         result: Any
@@ -203,30 +225,30 @@ class EnvRunner:
             if fast is not None:
                 # The common case runs in C; it stops at the first env it does not finish and
                 # says what it did with it (see _runloop.c). Python finishes that env below.
-                k, kind, got = fast(envs, ops, ids, actions, None if act_array else read, k,
-                                    obs_list, rewards, terms, truncs, infos)
+                k, kind, got = fast(envs, ops, rows, actions, None if act_array else read, k,
+                                    obs_list, rewards, terms, truncs, row_infos)
                 if k == n:
                     break
-            i, op, env = ids[k], ops[k], envs[k]
+            i, r, op, env = ids[k], rows[k], ops[k], envs[k]
             k += 1
             if stepped is not None and op != _RESET:
-                got = stepped[i]
+                got = stepped[r]
                 kind = _RAISED if isinstance(got, BaseException) else _RETURNED
             try:
                 if op == _RESET:
-                    seed = int(b.seeds[i]) if b.has_seed[i] else None
+                    seed = int(b.seeds[r]) if b.has_seed[r] else None
                     obs, info = env.reset(seed=seed, options=options)
                     reward, term, trunc = RESET_REWARD, False, False
                 else:
                     if kind == _NOT_CALLED:
-                        result = env.step(actions[i] if act_array else read(actions, i))
+                        result = env.step(actions[r] if act_array else read(actions, r))
                     elif kind == _RAISED:
                         raise got
                     else:
                         result = got
                     obs, reward, term, trunc, info = result
                     if op == _STEP_RESET and resets_in_op(op, term, trunc):
-                        self._write(b.final_obs, i, obs, "step")
+                        self._write(b.final_obs, r, obs, "step", i)
                         final_infos[i] = info
                         obs, info = env.reset()
             except EnvWorkerError as err:
@@ -243,8 +265,14 @@ class EnvRunner:
             rewards.append(reward)
             terms.append(term)
             truncs.append(trunc)
+        if row_infos is not infos:
+            for r, info in row_infos.items():
+                infos[r + row0] = info
         # The envs whose results were gathered, in order: all but the ones that raised.
-        done_ids = [i for i in ids if i not in errors] if errors else ids
+        done_ids, done_rows = ids, rows
+        if errors:
+            kept = [k for k, i in enumerate(ids) if i not in errors]
+            done_ids, done_rows = [ids[k] for k in kept], [rows[k] for k in kept]
         if not done_ids:
             pass
         elif len(done_ids) == len(ids) and self._write_rows is not None and type(index) is slice:
@@ -253,47 +281,50 @@ class EnvRunner:
             stages = self._write_rows(index.start, b.obs, obs_list, b.reward, rewards,
                                       b.terminated, terms, b.truncated, truncs, np.ndarray)
             if stages < 2:
-                self._write_batch(index, done_ids, obs_list, rewards, terms, truncs, out, stages == 0)
+                self._write_batch(index, done_ids, done_rows, obs_list, rewards, terms, truncs,
+                                  out, stages == 0)
         else:
-            where = index if len(done_ids) == len(ids) else as_index(done_ids)
-            self._write_batch(where, done_ids, obs_list, rewards, terms, truncs, out, True)
+            where = index if len(done_ids) == len(ids) else as_index(done_rows)
+            self._write_batch(where, done_ids, done_rows, obs_list, rewards, terms, truncs, out, True)
         if errors:
             done_ids = [i for i in done_ids if i not in errors]
         out.env_ids.extend(done_ids)
 
     def _write_batch(
-        self, where: Any, ids: list[int], obs_list: list[Any], rewards: list[Any], terms: list[Any],
-        truncs: list[Any], out: Completion, with_obs: bool,
+        self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], rewards: list[Any],
+        terms: list[Any], truncs: list[Any], out: Completion, with_obs: bool,
     ) -> None:
-        """Write the gathered results of ``ids`` (rows ``where``) with numpy."""
+        """Write the gathered results of ``ids`` (buffer ``rows``, indexed as ``where``) with numpy."""
         b = self.buffers
         assert b is not None
         if len(ids) == 1:
             # One env (the latency case): scalar writes skip the list-to-array conversion.
-            i, obs = ids[0], obs_list[0]
+            r, obs = rows[0], obs_list[0]
             if not with_obs:
                 pass
             elif type(obs) is np.ndarray and obs.shape == self._obs_shape:
-                b.obs[i] = obs
+                b.obs[r] = obs
             else:
-                self._write_obs(i, ids, obs_list, out)
+                self._write_obs(r, ids, rows, obs_list, out)
             try:
-                b.reward[i] = rewards[0]
+                b.reward[r] = rewards[0]
             except (TypeError, ValueError):
-                self._bad_rewards(ids, rewards, out)
-            b.terminated[i] = terms[0]
-            b.truncated[i] = truncs[0]
+                self._bad_rewards(ids, rows, rewards, out)
+            b.terminated[r] = terms[0]
+            b.truncated[r] = truncs[0]
             return
         if with_obs:
-            self._write_obs(where, ids, obs_list, out)
+            self._write_obs(where, ids, rows, obs_list, out)
         try:
             b.reward[where] = rewards
         except (TypeError, ValueError):
-            self._bad_rewards(ids, rewards, out)
+            self._bad_rewards(ids, rows, rewards, out)
         b.terminated[where] = terms
         b.truncated[where] = truncs
 
-    def _write_obs(self, where: Any, ids: list[int], obs_list: list[Any], out: Completion) -> None:
+    def _write_obs(
+        self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], out: Completion
+    ) -> None:
         """Write the observations of ``ids``; one that does not fit becomes its env's error."""
         b = self.buffers
         assert b is not None
@@ -308,34 +339,34 @@ class EnvRunner:
             if batch is not None and batch.dtype == buf.dtype and batch.shape == (len(ids), *shape):
                 buf[where] = batch
                 return
-        for i, obs in zip(ids, obs_list):
+        for i, r, obs in zip(ids, rows, obs_list):
             try:
-                self._write(buf, i, obs, "reset" if b.ops[i] == _RESET else "step")
+                self._write(buf, r, obs, "reset" if b.ops[r] == _RESET else "step", i)
             except EnvWorkerError as err:
                 out.errors[i] = err
 
-    def _bad_rewards(self, ids: list[int], rewards: list[Any], out: Completion) -> None:
+    def _bad_rewards(self, ids: list[int], rows: list[int], rewards: list[Any], out: Completion) -> None:
         b = self.buffers
         assert b is not None
-        for i, r in zip(ids, rewards):
+        for i, r, reward in zip(ids, rows, rewards):
             try:
-                b.reward[i] = r
+                b.reward[r] = reward
             except (TypeError, ValueError):
                 out.errors[i] = EnvWorkerError(
-                    f"step() returned reward {r!r}, expected a real number", env_id=i,
+                    f"step() returned reward {reward!r}, expected a real number", env_id=i,
                     cause_type="RewardError",
                 )
 
-    def _write(self, buf: Tree, i: int, obs: Any, where: str) -> None:
+    def _write(self, buf: Tree, row: int, obs: Any, where: str, env_id: int) -> None:
         b = self.buffers
         assert b is not None
         try:
-            b.obs_codec.write(buf, i, obs)
+            b.obs_codec.write(buf, row, obs)
         except (ValueError, TypeError) as err:
             raise EnvWorkerError(
                 f"{where}() returned an observation that does not fit the observation space "
                 f"{b.obs_codec.space}: {err}",
-                env_id=i,
+                env_id=env_id,
                 cause_type="ObservationError",
             ) from None
 

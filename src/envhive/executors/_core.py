@@ -162,13 +162,18 @@ class WorkerCore:
 
     Args:
         runner: the slice's runner (not yet bound).
-        buffers: the buffers it writes into (the pool's, or shared-memory views of them).
+        buffers: the buffers it writes into: the pool's (or shared-memory views of them), or
+            with ``local`` buffers of the slice's rows only.
+        local: ``buffers`` hold only this slice (row ``i - runner.first_id`` is env ``i``), as
+            a remote worker's would: the transport copies the command block and actions in
+            and the results out (see :meth:`~envhive._buffers.Buffers.copy_rows`).
     """
 
-    def __init__(self, runner: EnvRunner, buffers: Buffers) -> None:
+    def __init__(self, runner: EnvRunner, buffers: Buffers, local: bool = False) -> None:
         self.runner = runner
         self.buffers = buffers
-        runner.bind(buffers)
+        self._row0 = runner.first_id if local else 0
+        runner.bind(buffers, local=local)
         self._obs_objects = object_leaves(buffers.obs)
         self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
         self._act_objects = object_leaves(buffers.actions)
@@ -197,15 +202,16 @@ class WorkerCore:
 
     def _run(self, command: Run) -> RunReply:
         ids = command.ids
+        rows = ids if not self._row0 else [i - self._row0 for i in ids]
         if command.object_actions is not None:
             for leaf, values in zip(self._act_objects, command.object_actions):
-                leaf[ids] = values
+                leaf[rows] = values
         out = Completion()
         self.runner.run(ids, command.options, out)
         if not (out.infos or out.final_infos or out.errors or self._obs_objects):
             return _EMPTY
-        objects = [leaf[ids].tolist() for leaf in self._obs_objects]
-        finals = [leaf[ids].tolist() for leaf in self._final_objects] if out.final_infos else None
+        objects = [leaf[rows].tolist() for leaf in self._obs_objects]
+        finals = [leaf[rows].tolist() for leaf in self._final_objects] if out.final_infos else None
         return RunReply(out.infos, out.final_infos, out.errors, objects, finals)
 
 
