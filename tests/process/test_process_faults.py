@@ -344,3 +344,37 @@ def test_async_recv_returns_first_finished():
     assert 0 not in first  # env 0 is 0.3 s slower than the others
     assert 0 in env.recv()[4]["env_id"].tolist()
     env.close()
+
+
+class OptionsEnv(CountingEnv):
+    """Reports ``options["level"]`` in its reset info; sleeps ``options["sleep"]`` s first."""
+
+    def reset(self, *, seed=None, options=None):
+        options = options or {}
+        time.sleep(options.get("sleep", 0.0))
+        obs, info = super().reset(seed=seed, options=options)
+        return obs, {**info, "level": options.get("level", -1)}
+
+
+def test_restart_during_a_reset_resends_its_options():
+    """A worker killed inside ``reset(seed=..., options=...)`` is rebuilt and the reset resent
+    with the same seeds and options: the fresh envs get them, and their rows say the worker
+    restarted."""
+    import threading
+
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make(OptionsEnv, 4, executor=ex, autoreset="disabled")
+    env.reset(seed=0)  # tags (obs[:, 0]) are the first reset's seeds: 0, 1, 2, 3
+    victim = ex.worker_pids()[0]
+    killer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
+    killer.start()
+    try:
+        obs, info = env.reset(seed=10, options={"sleep": 0.6, "level": 5})
+    finally:
+        killer.join()
+    assert info["level"].tolist() == [5, 5, 5, 5]
+    # The rebuilt envs 0 and 1 were reset with their seeds (10, 11): their first seeded reset.
+    assert obs[:, 0].tolist() == [10, 11, 2, 3]
+    assert info["_worker_restarted"].tolist() == [True, True, False, False]
+    assert victim not in ex.worker_pids()
+    env.close()

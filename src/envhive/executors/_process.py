@@ -32,7 +32,6 @@ import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import RESTART_INFO_KEY, Op, restart_outcome
 from envhive._report import Completion, EnvFactory, EnvProps, env_props
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
@@ -44,6 +43,7 @@ from envhive.errors import (
 )
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import SharedArena
+from envhive.executors._slices import RestartBook, SendQueue, SliceMap
 from envhive.executors._worker import (
     CMD_CALL,
     CMD_CLOSE,
@@ -58,7 +58,6 @@ __all__ = ["ProcessExecutor", "default_start_method"]
 
 _POLL_S = 0.05  # how often a blocked parent checks worker liveness and step timeouts
 _LAUNCH_TIMEOUT_S = 600.0
-_RESET = int(Op.RESET)
 
 
 def default_start_method() -> str:
@@ -105,9 +104,10 @@ class _Worker:
         self.cmd_sem: Any = None
         self.blob = b""  # the cloudpickled factories of its slice (kept for restarts)
         self.busy: list[int] | None = None  # env ids of the running command
+        self.busy_options: dict[str, Any] | None = None  # its reset options
         self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
         self.sent_at = 0.0
-        self.queue: list[tuple[list[int], dict[str, Any] | None]] = []
+        self.queue = SendQueue()
 
 
 class _Shutdown:
@@ -245,42 +245,26 @@ class ProcessExecutor(Executor):
         self._spin_s = spin_s
         self.parent_slice = parent_slice
         self._inline: EnvRunner | None = None  # slice 0 when parent_slice: run in this process
-        self._inline_queue: list[tuple[list[int], dict[str, Any] | None]] = []
+        self._inline_queue = SendQueue()
         self._by_slice: dict[int, _Worker] = {}
         self._state = _Shutdown()
         self._finalizer = weakref.finalize(self, self._state)
         self._closed = False
         self._ctrl: Control | None = None
         self._buffers: Buffers | None = None
-        self._owner = np.zeros(0, np.int64)
-        self._lost: set[int] = set()  # envs of a restarted worker that were not running
-        self._restarted: dict[int, int] = {}  # env id -> the op it was sent before substitution
+        self._map = SliceMap(0, 1)
+        self._restarts = RestartBook()
         self._bind_payload: bytes = b""
-        self._all_ids: list[int] = []
-        self._all_array: np.ndarray | None = None  # the last array send() saw holding every id
-        self._all_groups: list[tuple[int, list[int]]] = []
 
     # ------------------------------------------------------------------ launch
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._state.arena.allocate(shape, dtype)
 
-    def _slices(self, n: int) -> list[tuple[int, int]]:
-        cpus = os.cpu_count() or 1
-        k = min(self.num_workers or cpus, n)
-        sizes = [n // k + (1 if w < n % k else 0) for w in range(k)]
-        bounds, lo = [], 0
-        for size in sizes:
-            bounds.append((lo, lo + size))
-            lo += size
-        return bounds
-
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
         self._claim()
-        n = len(factories)
-        bounds = self._slices(n)
+        self._map = SliceMap(len(factories), self.num_workers or os.cpu_count() or 1)
+        bounds = self._map.bounds
         inline = self.parent_slice and len(bounds) > 1
-        self._owner = np.concatenate([np.full(hi - lo, w) for w, (lo, hi) in enumerate(bounds)])
-        self._all_ids = list(range(n))
         if self._spin_s is None:
             # The cap of the adaptive poll (SpinPolicy): polling saves two wake-ups
             # per call, and yields the core between tries when there is no spare one.
@@ -319,9 +303,6 @@ class ProcessExecutor(Executor):
         except BaseException:
             self.close()
             raise
-        self._num_slices = len(bounds)
-        # Every env, by slice: the ids lists are never mutated (commands only read them).
-        self._all_groups = [(w, list(range(lo, hi))) for w, (lo, hi) in enumerate(bounds)]
         return props
 
     def _start(self, wk: _Worker) -> None:
@@ -365,8 +346,8 @@ class ProcessExecutor(Executor):
 
     def bind(self, buffers: Buffers) -> None:
         n_buffer_arrays = len(self._state.arena.specs)
-        n = len(self._owner)
-        self._ctrl = Control.allocate(self._num_slices, n, self._state.arena.allocate)
+        n = self._map.num_envs
+        self._ctrl = Control.allocate(len(self._map), n, self._state.arena.allocate)
         self._state.kind = self._ctrl.kind
         specs = self._state.arena.specs
         self._buffers = buffers
@@ -374,7 +355,7 @@ class ProcessExecutor(Executor):
         self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
         self._act_objects = object_leaves(buffers.actions)
         self._bind_payload = cloudpickle.dumps(("bind", (
-            self._num_slices, buffers.spec, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
+            len(self._map), buffers.spec, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
         )))
         if self._inline is not None:
             self._inline.bind(buffers)
@@ -403,32 +384,20 @@ class ProcessExecutor(Executor):
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._check_usable()
-        if env_ids is self._all_array and not self._lost:
-            # The pool passes one array, which it never changes, for every all-env call (and
-            # copies the ids it is given), so the same object means the same ids.
-            groups: Any = self._all_groups
-        else:
-            groups = self._groups(env_ids)
+        groups = self._map.split(env_ids)
+        if self._restarts.lost:
+            assert self._buffers is not None
+            for _, w_ids in groups:
+                self._restarts.substitute_lost(w_ids, self._buffers)
         for w, w_ids in groups:
             wk = self._by_slice.get(w)
             if wk is None:
                 # The parent's own slice runs inside recv(), while the workers run theirs.
-                self._inline_queue.append((w_ids, options))
+                self._inline_queue.push(w_ids, options)
             elif wk.busy is None:
                 self._dispatch(wk, w_ids, options)
             else:
-                wk.queue.append((w_ids, options))
-
-    def _groups(self, env_ids: np.ndarray) -> list[tuple[int, list[int]]]:
-        """``env_ids`` split by the slice that owns them: ``[(slice, ids), ...]``."""
-        ids = env_ids.tolist()
-        if self._lost:
-            self._substitute_resets([i for i in ids if i in self._lost])
-        if ids == self._all_ids:
-            self._all_array = env_ids
-            return self._all_groups
-        owners = self._owner[env_ids]
-        return [(w, env_ids[owners == w].tolist()) for w in np.unique(owners).tolist()]
+                wk.queue.push(w_ids, options)
 
     def _dispatch(self, wk: _Worker, ids: list[int], options: dict[str, Any] | None) -> None:
         ctrl = self._ctrl
@@ -444,7 +413,7 @@ class ProcessExecutor(Executor):
             wk.conn.send_bytes(cloudpickle.dumps((options, act_values)))
         ctrl.cmd_msg[wk.w] = need_msg
         ctrl.kind[wk.w] = CMD_RUN
-        wk.busy = ids
+        wk.busy, wk.busy_options = ids, options
         wk.sent_at = time.monotonic()
         wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
 
@@ -458,7 +427,7 @@ class ProcessExecutor(Executor):
             for wk in self._sweep():
                 got += self._collect_and_refill(wk, out)
         while self._inline_queue:
-            ids, options = self._inline_queue.pop(0)
+            ids, options = self._inline_queue.pop()
             assert self._inline is not None
             before = len(out.env_ids) + len(out.errors)
             self._inline.run(ids, options, out)
@@ -475,10 +444,11 @@ class ProcessExecutor(Executor):
         the first-finished sweep), which a sync call never needs: nothing else is in flight.
         """
         self._check_usable()
-        if self._lost:
-            self._substitute_resets(sorted(self._lost))
+        if self._restarts.lost:
+            assert self._buffers is not None
+            self._restarts.substitute_lost(self._map.all_ids, self._buffers)
         out = Completion()
-        groups = self._all_groups
+        groups = self._map.all_groups
         for wk in self._state.workers:
             self._dispatch(wk, groups[wk.w][1], options)
         if self._inline is not None:
@@ -494,11 +464,8 @@ class ProcessExecutor(Executor):
         """Collect a finished worker's results and start its next queued command, if any."""
         got = self._collect(wk, out)
         if wk.queue and wk.busy is None:
-            ids, options = wk.queue.pop(0)
             # Consecutive queued sends without options go out as one command.
-            while options is None and wk.queue and wk.queue[0][1] is None:
-                ids = ids + wk.queue.pop(0)[0]
-            self._dispatch(wk, ids, options)
+            self._dispatch(wk, *wk.queue.pop(merge=True))
         return got
 
     def _sweep(self, taken: int = 0) -> list[_Worker]:
@@ -568,8 +535,7 @@ class ProcessExecutor(Executor):
                         if i in finals:
                             leaf[i] = v
         done = [i for i in ids if i not in errors] if errors else ids
-        if self._restarted:
-            self._mark_restarted(done, infos, finals)
+        self._restarts.mark(done, infos, finals, b)
         out.env_ids.extend(done)
         out.infos.update(infos)
         out.final_infos.update(finals)
@@ -608,7 +574,7 @@ class ProcessExecutor(Executor):
         )
 
     def _restart(self, wk: _Worker) -> None:
-        pending = wk.busy or []
+        pending, options = wk.busy or [], wk.busy_options
         _stop_process(wk.proc)
         wk.conn.close()
         wk.busy = None
@@ -619,39 +585,11 @@ class ProcessExecutor(Executor):
         self._start(wk)
         self._handshake(wk)
         self._bind_worker(wk)
-        self._lost.update(i for i in range(wk.lo, wk.hi) if i not in pending)
+        assert self._buffers is not None
+        self._restarts.rebuilt(range(wk.lo, wk.hi), pending, self._buffers)
         if pending:
-            self._substitute_resets(pending)
-            self._dispatch(wk, pending, None)
-
-    def _substitute_resets(self, ids: list[int]) -> None:
-        """Turn the ops of envs whose worker was rebuilt into resets, remembering the originals."""
-        b = self._buffers
-        assert b is not None
-        for i in ids:
-            self._restarted[i] = int(b.ops[i])
-            self._lost.discard(i)
-            b.ops[i] = _RESET
-            b.has_seed[i] = False
-
-    def _mark_restarted(self, done: list[int], infos: dict, finals: dict) -> None:
-        b = self._buffers
-        assert b is not None
-        for i in done:
-            op = self._restarted.pop(i, None)
-            if op is None:
-                continue
-            b.ops[i] = op  # the pool accounts by the op it sent
-            infos[i] = {**infos.get(i, {}), RESTART_INFO_KEY: True}
-            outcome = restart_outcome(op)
-            if outcome is None:
-                continue  # the env was being reset anyway: a fresh episode, nothing lost
-            b.reward[i] = outcome.reward
-            b.terminated[i] = outcome.terminated
-            b.truncated[i] = outcome.truncated
-            if outcome.final_obs_is_reset_obs:
-                b.obs_codec.write(b.final_obs, i, b.obs_codec.single(b.obs, i))
-                finals[i] = {RESTART_INFO_KEY: True}
+            # Resent with the command's reset options: a reset with options gets them.
+            self._dispatch(wk, pending, options)
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(self, messages: dict[int, bytes]) -> dict[int, Any]:
@@ -677,20 +615,11 @@ class ProcessExecutor(Executor):
                 raise value
         return {w: value for w, (tag, value) in replies.items()}
 
-    def _group_ids(self, env_ids: Sequence[int] | None) -> dict[int, list[int]]:
-        """Pool-wide env ids grouped by the slice that owns them (all envs for ``None``)."""
-        if env_ids is None:
-            return {w: ids for w, ids in self._all_groups}
-        groups: dict[int, list[int]] = {}
-        for i in env_ids:
-            groups.setdefault(int(self._owner[i]), []).append(int(i))
-        return groups
-
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         env_ids: Sequence[int] | None = None,
     ) -> list[Any]:
-        groups = self._group_ids(env_ids)
+        groups = self._map.group(env_ids)
         messages = {
             w: cloudpickle.dumps((name, args, kwargs, None, ids))
             for w, ids in groups.items() if w in self._by_slice
@@ -698,16 +627,14 @@ class ProcessExecutor(Executor):
         replies = self._roundtrip(messages)
         if self._inline is not None and 0 in groups:
             replies[0] = self._inline.call(name, args, kwargs, groups[0])
-        by_env = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
-        order = env_ids if env_ids is not None else range(len(self._owner))
-        return [by_env[int(i)] for i in order]
+        return self._map.ordered(env_ids, groups, replies)
 
     def set_attr(
         self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
     ) -> None:
-        order = list(env_ids) if env_ids is not None else list(range(len(self._owner)))
+        order = list(env_ids) if env_ids is not None else self._map.all_ids
         value_of = dict(zip(order, values))
-        groups = self._group_ids(env_ids)
+        groups = self._map.group(env_ids)
         messages = {
             w: cloudpickle.dumps((name, (), {}, [value_of[i] for i in ids], ids))
             for w, ids in groups.items() if w in self._by_slice

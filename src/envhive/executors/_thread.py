@@ -37,7 +37,6 @@ interrupted or killed, so a hung env hangs the call that waits for it.
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import traceback
@@ -59,13 +58,12 @@ from envhive.errors import (
     WorkerDiedError,
 )
 from envhive.executors._protocol import Executor
+from envhive.executors._slices import Job, SendQueue, SliceMap
 
 __all__ = ["ThreadExecutor"]
 
 _POLL_S = 0.25  # how often a blocked recv checks that the threads it waits on are alive
 _JOIN_TIMEOUT_S = 10.0  # close(): how long to wait for a thread still inside an env call
-
-Job = tuple[list[int], dict[str, Any] | None]  # (env ids of one slice, reset options)
 
 
 class _Slice:
@@ -74,7 +72,8 @@ class _Slice:
     def __init__(self, w: int, lo: int, hi: int, runner: EnvRunner) -> None:
         self.w, self.lo, self.hi = w, lo, hi
         self.runner = runner
-        self.queue: collections.deque[Job] = collections.deque()
+        # Not merged when popped: a share that finishes first is handed out first.
+        self.queue = SendQueue()
         # Claimed by the thread or the caller running one of its jobs (under State.mu). Jobs of
         # one slice run one at a time, so no env is ever used by two threads at once.
         self.busy = False
@@ -134,7 +133,7 @@ class _State:
                 if self.closing:
                     return
                 if sl.queue and not sl.busy:
-                    job = sl.queue.popleft()
+                    job = sl.queue.pop()
                     sl.busy = True
                     if self.deferred is not None:
                         # The caller did not take the deferred share back in time (async
@@ -248,27 +247,20 @@ class ThreadExecutor(Executor):
         self._finalizer = weakref.finalize(self, self._state.shutdown)
         self._closed = False
         self._runner: EnvRunner | None = None  # every env, for call/set_attr in the caller
-        self._owner = np.zeros(0, np.int64)
-        self._bounds: list[tuple[_Slice, int, int]] = []
-        self._all_ids: list[int] = []
+        self._map = SliceMap(0, 1)
 
     # ------------------------------------------------------------------ launch
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
         self._claim()
-        n = len(factories)
-        k = min(self.num_threads or os.cpu_count() or 1, n)
+        self._map = SliceMap(len(factories), self.num_threads or os.cpu_count() or 1)
         # Envs are built here, in the calling thread, exactly as the serial executor builds
         # them: the same errors (EnvWorkerError with the env id, ConfigError for a factory that
         # returns one shared instance, checked across all slices) and the same cleanup.
         envs = build_envs(factories, first_id=0)
         self._runner = EnvRunner(envs, first_id=0)
-        state, lo = self._state, 0
-        for w in range(k):  # uneven splits as in the process executor: 7 on 3 = 3 + 2 + 2
-            hi = lo + n // k + (1 if w < n % k else 0)
-            sl = _Slice(w, lo, hi, EnvRunner(envs[lo:hi], first_id=lo))
-            state.slices.append(sl)
-            self._bounds.append((sl, lo, hi))
-            lo = hi
+        state = self._state
+        for w, (lo, hi) in enumerate(self._map.bounds):  # 7 envs on 3 threads: 3 + 2 + 2
+            state.slices.append(_Slice(w, lo, hi, EnvRunner(envs[lo:hi], first_id=lo)))
         try:
             for sl in state.slices:
                 sl.thread = threading.Thread(
@@ -278,8 +270,6 @@ class ThreadExecutor(Executor):
         except BaseException:
             self.close()  # joins the started threads and closes every slice's envs
             raise
-        self._owner = np.concatenate([np.full(hi - lo, sl.w) for sl, lo, hi in self._bounds])
-        self._all_ids = list(range(n))
         return [env_props(env) for env in envs]
 
     def bind(self, buffers: Buffers) -> None:
@@ -297,14 +287,8 @@ class ThreadExecutor(Executor):
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._check_usable()
-        ids = env_ids.tolist()
-        if ids == self._all_ids:
-            groups = [(sl, ids[lo:hi]) for sl, lo, hi in self._bounds]
-        else:
-            owners = self._owner[env_ids]
-            slices = self._state.slices
-            groups = [(slices[w], env_ids[owners == w].tolist()) for w in np.unique(owners).tolist()]
         state = self._state
+        slices = state.slices
         # Every share goes to its thread, the caller's included: send must not run envs (async
         # callers expect it to return at once). recv may take a share back (see the module).
         # One wake-up is deferred when two or more threads are asleep: the first share's
@@ -318,8 +302,9 @@ class ThreadExecutor(Executor):
             if state.deferred is not None:
                 state.wake_deferred()
             sleepers = []
-            for sl, sl_ids in groups:
-                sl.queue.append((sl_ids, options))
+            for w, sl_ids in self._map.split(env_ids):
+                sl = slices[w]
+                sl.queue.push(sl_ids, options)
                 state.outstanding += len(sl_ids)
                 if sl.asleep and not sl.busy:
                     sleepers.append(sl)
@@ -356,7 +341,7 @@ class ThreadExecutor(Executor):
                         if sl.queue and not sl.busy:
                             steal = sl
                             sl.busy = True
-                            job = sl.queue.popleft()
+                            job = sl.queue.pop()
                             break
                     if steal is d:
                         state.deferred = None
@@ -449,7 +434,7 @@ class ThreadExecutor(Executor):
         ]
 
     def describe(self) -> str:
-        k = len(self._bounds) or self.num_threads or 0
+        k = len(self._state.slices) or self.num_threads or 0
         return f"thread, {k} thread{'s' if k != 1 else ''}"
 
 
