@@ -193,3 +193,24 @@ def test_family_columns_are_named_and_packed_in_order():
         env.close()
     with pytest.raises(ValueError, match="duplicate"):
         column_index(("a",), ("a",))
+
+
+def test_kernel_params_are_named_columns_read_by_name():
+    """Every classic kernel declares its ``params`` columns, packs them in that order, and its
+    compiled functions index ``params`` by a named constant, never by a bare offset."""
+    import re
+
+    from envhive import kernels
+
+    classes = [kernels.CartPoleKernel, kernels.AcrobotKernel, kernels.MountainCarKernel,
+               kernels.MountainCarContinuousKernel, kernels.PendulumKernel]
+    for cls in classes:
+        assert cls.param_names, cls.__name__
+        k = cls(2)
+        assert k.params.shape == (len(cls.param_names),)
+        source = "".join(inspect.getsource(fn.py_func) for fn in cls.compiled())
+        assert not re.search(r"params\[\s*\d", source), cls.__name__
+    assert kernels.PendulumKernel(1, g=3.5).params.tolist() == [3.5]
+    assert kernels.AcrobotKernel(1, book_or_nips="nips").params.tolist() == [1.0]
+    with pytest.raises(ValueError, match="expected \\['g'\\]"):
+        kernels.PendulumKernel.packed({"gravity": 1.0})

@@ -9,7 +9,8 @@ each, are registered once, here (:func:`compiled_ids`, :func:`compiled_env`).
 The package also holds what compiled engines share (private modules, imported lazily so that
 importing envhive never imports numba): the ``libmujoco`` loader (``_libmujoco``), and the
 numba helpers (``_compiled``: the compiled op rules, numpy's pairwise sum and clip, the
-address-to-pointer intrinsic).
+address-to-pointer intrinsic), and :func:`column_index`, which names the columns of a family's
+parameter and address arrays.
 
 Examples:
     >>> import envhive
@@ -24,6 +25,7 @@ Examples:
     >>> env.close()
 """
 
+from envhive.engines._columns import column_index
 from envhive.engines._protocol import Engine, StepAllResult
 from envhive.engines._registry import (
     CompiledEnv,
@@ -41,4 +43,5 @@ __all__ = [
     "compiled_env",
     "family_of",
     "load_entry_point",
+    "column_index",
 ]

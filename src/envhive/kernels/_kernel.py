@@ -186,8 +186,10 @@ class Kernel:
         state_dim: floats of state per env.
         noise_dim: floats drawn per reset.
         default_max_episode_steps: the time limit of gymnasium's registration.
-        defaults: constructor keywords (``make(env_kwargs=...)``) and their defaults, in the
-            order they are packed into ``params``.
+        defaults: constructor keywords (``make(env_kwargs=...)``) and their defaults.
+        param_names: the columns of ``params`` (one float each), in order; the family's
+            compiled functions read them by these names (``engines.column_index``), never by
+            bare offsets. By default a keyword per column, as ``float(config[name])``.
 
     Args:
         num_envs: batch size.
@@ -208,6 +210,7 @@ class Kernel:
     noise_dim: ClassVar[int] = 0
     default_max_episode_steps: ClassVar[int] = 0
     defaults: ClassVar[dict[str, Any]] = {}
+    param_names: ClassVar[tuple[str, ...]] = ()
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     _driver: ClassVar[Driver | None] = None
 
@@ -252,8 +255,25 @@ class Kernel:
 
     @classmethod
     def pack_params(cls, config: dict[str, Any]) -> np.ndarray:
-        """The family's keywords as the float64 array its compiled functions read."""
-        return np.array([float(config[k]) for k in cls.defaults], np.float64)
+        """The family's keywords as the float64 array its compiled functions read.
+
+        Override to derive columns from keywords (a variant name as a number), and return
+        :meth:`packed` of the column values.
+        """
+        return cls.packed({name: config[name] for name in cls.param_names})
+
+    @classmethod
+    def packed(cls, values: dict[str, Any]) -> np.ndarray:
+        """``values`` (one per name of ``param_names``) as the ``params`` array, in order.
+
+        Examples:
+            >>> from envhive.kernels import PendulumKernel
+            >>> PendulumKernel.packed({"g": 9.81}).tolist()
+            [9.81]
+        """
+        if set(values) != set(cls.param_names):
+            raise ValueError(f"{cls.id}: params: expected {list(cls.param_names)}, got {sorted(values)}")
+        return np.array([float(values[name]) for name in cls.param_names], np.float64)
 
     @classmethod
     def compiled(cls) -> tuple[Any, Any, Any]:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numba
 import numpy as np
 
+from envhive.engines._columns import column_index
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import clip as _clip
 from envhive.engines._compiled import pairwise_sum
@@ -50,19 +51,6 @@ __all__ = [
     "Walker2dFamily",
     "SwimmerFamily",
 ]
-
-
-def column_index(*groups: tuple[str, ...]) -> dict[str, int]:
-    """The position of each name in the concatenation of ``groups`` (names must be unique).
-
-    Examples:
-        >>> column_index(("a", "b"), ("c",))
-        {'a': 0, 'b': 1, 'c': 2}
-    """
-    names = [name for group in groups for name in group]
-    if len(set(names)) != len(names):
-        raise ValueError(f"duplicate column names in {names}")
-    return {name: k for k, name in enumerate(names)}
 
 
 #: The address table's first columns (every env); a family's ``addresses`` follow.

@@ -23,6 +23,7 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._columns import column_index
 from envhive.engines._compiled import square as _square
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import Kernel
@@ -61,6 +62,9 @@ _WRAP = _PI - (-_PI)
 
 _BOOK, _NIPS = 0.0, 1.0
 _VARIANTS = {"book": _BOOK, "nips": _NIPS}
+#: The columns of ``params``: ``variant`` is ``book_or_nips`` as a number (_VARIANTS).
+PARAMS = ("variant",)
+_VARIANT = column_index(PARAMS)["variant"]
 
 
 @numba.njit(nogil=True, inline="always")
@@ -99,7 +103,7 @@ def _observe(state, obs):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
-    nips = params[0] != _BOOK
+    nips = params[_VARIANT] != _BOOK
     a = np.float64(np.int64(actions[i]) - 1)  # AVAIL_TORQUE[a]: -1.0, 0.0, +1
     y0, y1, y2, y3 = state[0], state[1], state[2], state[3]
     # rk4(self._dsdt, s_augmented, [0, dt]): one step; the torque's derivative is 0.0.
@@ -175,6 +179,7 @@ class AcrobotKernel(Kernel):
     noise_dim = 4
     default_max_episode_steps = 500
     defaults = {"book_or_nips": "book"}
+    param_names = PARAMS
 
     @classmethod
     def pack_params(cls, config: dict[str, Any]) -> np.ndarray:
@@ -183,7 +188,7 @@ class AcrobotKernel(Kernel):
             raise ConfigError(
                 f"{cls.id}: book_or_nips: expected 'book' or 'nips', got {variant!r}"
             )
-        return np.array([_VARIANTS[variant]], np.float64)
+        return cls.packed({"variant": _VARIANTS[variant]})
 
     @classmethod
     def spaces(cls, config: dict[str, Any]) -> tuple[gym.Space, gym.Space]:

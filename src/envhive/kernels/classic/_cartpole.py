@@ -19,6 +19,7 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._columns import column_index
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["CartPoleKernel"]
@@ -34,10 +35,14 @@ _TAU = 0.02
 _THETA_THRESHOLD = 12 * 2 * math.pi / 360
 _X_THRESHOLD = 2.4
 
+#: The columns of ``params`` (the keywords gymnasium's env takes).
+PARAMS = ("sutton_barto_reward",)
+_SUTTON_BARTO = column_index(PARAMS)["sutton_barto_reward"]
+
 
 @numba.njit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
-    sutton_barto = params[0] != 0.0
+    sutton_barto = params[_SUTTON_BARTO] != 0.0
     x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
     force = _FORCE_MAG if actions[i] == 1 else -_FORCE_MAG
     costheta = math.cos(theta)
@@ -95,6 +100,7 @@ class CartPoleKernel(Kernel):
     noise_dim = 4
     default_max_episode_steps = 500
     defaults = {"sutton_barto_reward": False}
+    param_names = PARAMS
 
     @classmethod
     def spaces(cls, config: dict[str, Any]) -> tuple[gym.Space, gym.Space]:

@@ -34,6 +34,7 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._columns import column_index
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["MountainCarKernel", "MountainCarContinuousKernel"]
@@ -52,6 +53,10 @@ _GOAL_POSITION_CONT = 0.45
 _RESET_LOW = -0.6
 _RESET_HIGH = -0.4
 
+#: The columns of ``params`` (both variants).
+PARAMS = ("goal_velocity",)
+_GOAL_VELOCITY = column_index(PARAMS)["goal_velocity"]
+
 
 def _observation_space() -> gym.spaces.Box:
     low = np.array([_MIN_POSITION, -_MAX_SPEED], dtype=np.float32)
@@ -62,7 +67,7 @@ def _observation_space() -> gym.spaces.Box:
 # ---------------------------------------------------------------- MountainCar-v0 (float64)
 @numba.njit(nogil=True, inline="always")
 def _step_discrete(params, state, actions, i, obs):  # pragma: no cover - compiled
-    goal_velocity = params[0]
+    goal_velocity = params[_GOAL_VELOCITY]
     position, velocity = state[0], state[1]
     a = np.int64(actions[i])
     velocity += (a - 1) * _FORCE + math.cos(3 * position) * (-_GRAVITY)
@@ -113,6 +118,7 @@ class MountainCarKernel(Kernel):
     noise_dim = 1
     default_max_episode_steps = 200
     defaults = {"goal_velocity": 0}
+    param_names = PARAMS
 
     @classmethod
     def spaces(cls, config: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
@@ -153,7 +159,7 @@ def _below(x, is32, bound):  # pragma: no cover - compiled
 def _step_continuous(params, state, actions, i, obs):  # pragma: no cover - compiled
     # Values are held as float64; ``*32`` flags say which are numpy float32 in gymnasium's
     # step (then arithmetic and comparisons with Python floats happen in float32).
-    goal_velocity = params[0]
+    goal_velocity = params[_GOAL_VELOCITY]
     fresh = state[2] != 0.0
     position, velocity = state[0], state[1]
     pos32 = vel32 = not fresh
@@ -232,6 +238,7 @@ class MountainCarContinuousKernel(Kernel):
     noise_dim = 1
     default_max_episode_steps = 999
     defaults = {"goal_velocity": 0}
+    param_names = PARAMS
 
     @classmethod
     def spaces(cls, config: dict[str, Any]) -> tuple[gym.Space, gym.Space]:

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._columns import column_index
 from envhive.engines._compiled import HAVE_LIBM_POW
 from envhive.engines._compiled import square as _square
 from envhive.engines._compiled import square32 as _square32
@@ -44,6 +45,10 @@ _TORQUE_GAIN = 3.0 / (_M * _L**2)  # float32 product with the float32 action
 _DEFAULT_X = np.pi
 _DEFAULT_Y = 1.0
 
+#: The columns of ``params``.
+PARAMS = ("g",)
+_G = column_index(PARAMS)["g"]
+
 
 @numba.njit(nogil=True, inline="always")
 def _observe(state, obs):  # pragma: no cover - compiled
@@ -55,7 +60,7 @@ def _observe(state, obs):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
-    g = params[0]
+    g = params[_G]
     th, thdot = state[0], state[1]
     # np.clip(u, -max_torque, max_torque)[0] on the float32 action: float32 bounds.
     u = np.float32(actions[i, 0])
@@ -110,6 +115,7 @@ class PendulumKernel(Kernel):
     noise_dim = 2
     default_max_episode_steps = 200
     defaults = {"g": 10.0}
+    param_names = PARAMS
 
     @classmethod
     def spaces(cls, config: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
