@@ -60,8 +60,10 @@ def parse_autoreset(mode: Any) -> AutoresetMode:
 
 _STEP = np.int8(Op.STEP)
 _RESET = np.int8(Op.RESET)
-# Enum attribute access is slow on Python 3.11; plan_ops runs on every step.
+# Enum attribute access is slow on Python 3.11 (about 70 ns each); planning runs on every
+# step, so it compares against module-level aliases of the members.
 _STEP_INT, _STEP_RESET_INT = int(Op.STEP), int(Op.STEP_RESET)
+_SAME_STEP, _NEXT_STEP = AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP
 
 
 def plan_ops(mode: AutoresetMode, ended: np.ndarray | None) -> np.ndarray | int:
@@ -71,9 +73,9 @@ def plan_ops(mode: AutoresetMode, ended: np.ndarray | None) -> np.ndarray | int:
     same_step never leaves an env in an ended state, and disabled mode refuses to step ended
     envs before planning.
     """
-    if mode is AutoresetMode.SAME_STEP:
+    if mode is _SAME_STEP:
         return _STEP_RESET_INT
-    if mode is AutoresetMode.NEXT_STEP and ended is not None and np.count_nonzero(ended):
+    if mode is _NEXT_STEP and ended is not None and np.count_nonzero(ended):
         return np.where(ended, _RESET, _STEP)
     return _STEP_INT
 
@@ -100,10 +102,10 @@ def plan_ops_into(mode: AutoresetMode, ended: np.ndarray, num_ended: int, out: n
         >>> out.tolist()
         [0, 1, 0]
     """
-    if mode is AutoresetMode.SAME_STEP:
+    if mode is _SAME_STEP:
         out.fill(_STEP_RESET_INT)
         return 0
-    if mode is AutoresetMode.NEXT_STEP and num_ended:
+    if mode is _NEXT_STEP and num_ended:
         # ended -> RESET (1), else STEP (0): a plain copy of the 0/1 bytes (no casting loop, no
         # np.where temporary).
         np.copyto(out, ended)

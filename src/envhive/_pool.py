@@ -65,6 +65,7 @@ IDLE, PENDING, READY = 0, 1, 2
 _RESET = int(Op.RESET)
 _POSITION = re.compile(r" at \[(\d+)\]")
 _STEP_RESET = int(Op.STEP_RESET)
+_STEP = int(Op.STEP)
 _new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
 
 
@@ -186,6 +187,10 @@ class Pool:
         self._ended_i8 = self._ended.view(np.int8)  # the same bytes: what planning copies
         self._keeps_ended = keeps_ended_state(autoreset)
         self._disabled = autoreset is AutoresetMode.DISABLED
+        # The row ops of a sync step that planned no RESET: every env ran the mode's step op.
+        self._plain_ops = self._uniform_ops[
+            _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
+        ]
         self._in_flight = 0
         self._resets_in_flight = 0
         self._ready: collections.deque[int] = collections.deque()
@@ -398,6 +403,10 @@ class Pool:
         blocks them) and which are now started and unbroken. Returns whether the blocked set
         must be refreshed.
         """
+        if done == 0 and not resets and not self._any_ended:
+            # The common step: nothing was reset, nothing ended now or before.
+            self.env_steps += count
+            return False
         self.env_steps += count - resets
         refresh = False
         if resets and self._any_blocked:
@@ -493,25 +502,24 @@ class Pool:
         return infos, batch_infos([f for f in finals if f[1]], n), has_final
 
     def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
-                  op: np.ndarray | None = None, uniform: bool = False) -> Batch:
+                  op: np.ndarray | None = None) -> Batch:
         """Every env's row, straight from the buffers (views, or copies with ``copy``).
 
-        ``uniform``: every env ran the same op (``buffers.ops[0]``); with ``copy`` the row ops
-        are then a shared read-only array instead of a copy.
+        ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
+        a call where every env ran the same op: nothing to copy).
         """
         b = self.buffers
-        if op is None:
-            op = b.ops
         final_obs = b.final_obs if has_final is not None else None
         if not self.copy:
-            return _new_batch(Batch, (self._all, b.obs, b.reward, b.terminated, b.truncated, op,
-                                      final_obs, has_final, infos, finals))
+            return _new_batch(Batch, (self._all, b.obs, b.reward, b.terminated, b.truncated,
+                                      b.ops if op is None else op, final_obs, has_final, infos,
+                                      finals))
         obs = b.obs
         obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
         if final_obs is not None:
             final_obs = tree_map(np.copy, final_obs)
-        if op is b.ops:
-            op = self._uniform_ops[int(op[0])] if uniform else op.copy()
+        if op is None:
+            op = b.ops.copy()
         return _new_batch(Batch, (self._all, obs, b.reward.copy(), b.terminated.copy(),
                                   b.truncated.copy(), op, final_obs, has_final, infos, finals))
 
@@ -542,9 +550,31 @@ class Pool:
         if self._step_all is not None and not (
             self.closed or self._in_flight or self._ready or self._any_blocked
         ):
-            out = self._step_inline(actions)
-            if out is not None:
-                return out
+            # The inline path, for executors that run a whole step inline (Executor.step_all):
+            # the same semantics as the general path in fewer numpy calls (no command block
+            # per env, no completion lists) and the same bookkeeping (_finish_ops). It is
+            # written out here, not in a helper, because it runs on every step of the
+            # cheapest envs. A batch of the wrong shape or dtype takes the general path,
+            # which raises the error (errors are raised in one place).
+            arr = actions if type(actions) is np.ndarray else np.asarray(actions)
+            if arr.shape == self._act_batch_shape and arr.dtype.char in self._act_chars:
+                b = self.buffers
+                resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
+                bad, done, step_infos, reset_infos = self._step_all(arr)
+                if bad >= 0:
+                    self._validated_actions(actions, self._all)  # raises, naming the env
+                    raise ActionError(
+                        f"invalid actions (outside {self.action_space}); nothing was stepped"
+                    )
+                if self._finish_ops(self._every, self.num_envs, resets, done):
+                    self._refresh_blocked()
+                op = None if resets else self._plain_ops
+                if step_infos is None and not reset_infos:
+                    # No infos at all (kernels): only same_step's rows that ended.
+                    if done and not self._keeps_ended:
+                        return self._all_rows({}, {}, b.terminated | b.truncated, op)
+                    return self._all_rows({}, {}, None, op)
+                return self._inline_rows(step_infos, reset_infos, resets, done, op)
         self._check_sync("step")
         ids = self._all
         batch = self._validated_actions(actions, ids)
@@ -556,34 +586,14 @@ class Pool:
             self._absorb(self._recv(0, self._run_all), sync=True)
         self._drain_all()
         infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
-        return self._all_rows(infos, finals, has_final, None, not resets)
+        return self._all_rows(infos, finals, has_final, None if resets else self._plain_ops)
 
-    def _step_inline(self, actions: Any) -> Batch | None:
-        """``step`` for executors that run a whole step inline (``Executor.step_all``).
-
-        The same semantics as the general path in fewer numpy calls: no command block per
-        env, no completion lists; the same bookkeeping (``_finish_ops``). Returns ``None``
-        (the caller takes the general path) when the batch's shape or dtype is wrong, so that
-        errors are raised in one place.
-        """
-        arr = actions if type(actions) is np.ndarray else np.asarray(actions)
-        if arr.shape != self._act_batch_shape or arr.dtype.char not in self._act_chars:
-            return None
-        b, n, step_all = self.buffers, self.num_envs, self._step_all
-        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
-        bad, done, step_infos, reset_infos = step_all(arr)  # type: ignore[misc]
-        if bad >= 0:
-            self._validated_actions(actions, self._all)  # raises ActionError, naming the env
-            raise ActionError(f"invalid actions (outside {self.action_space}); nothing was stepped")
-        if self._finish_ops(self._every, n, resets, done):
-            self._refresh_blocked()
-        same_step = not self._keeps_ended
-        uniform = not resets
-        if step_infos is None and not reset_infos:
-            # No infos at all (kernels): only same_step's rows that ended.
-            if done and same_step:
-                return self._all_rows({}, {}, b.terminated | b.truncated, None, uniform)
-            return self._all_rows({}, {}, None, None, uniform)
+    def _inline_rows(
+        self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,
+        done: int, op: np.ndarray | None,
+    ) -> Batch:
+        """The rows of an inline step whose engine gave infos (``step``'s inline path)."""
+        n, same_step = self.num_envs, not self._keeps_ended
         columns = engine_columns(step_infos, n)
         if resets or (done and same_step):
             # Some env was reset by this call: its row gets its reset info (and in same_step
@@ -593,7 +603,7 @@ class Pool:
                 return self._all_rows(*patched)
             self._keep_inline_infos(columns, reset_infos or {}, same_step)
             return self._all_rows(*self._take_infos(range(n), n))
-        return self._all_rows(columns, {}, None, None, uniform)
+        return self._all_rows(columns, {}, None, op)
 
     def _patch_inline_infos(
         self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool

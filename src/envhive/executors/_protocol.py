@@ -93,7 +93,7 @@ class Executor(ABC):
     #: neutral columns, key -> ``(num_envs, ...)`` array, one value per env (``None``: no step
     #: infos); ``reset_infos`` maps the envs reset by this call to their non-empty reset infos
     #: (``None``: none). The ops finish inside the call, with no errors. The pool then skips
-    #: the send/recv bookkeeping (see ``Pool._step_inline``).
+    #: the send/recv bookkeeping (see the inline path of ``Pool.step``).
     step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
 
     #: Executors that can run a sync call over every env faster as one fused command than as
