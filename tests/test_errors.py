@@ -689,3 +689,18 @@ def test_env_returns_wrong_obs_from_reset(executor):
         env.step(np.zeros(2, np.int64))
     check_msg(info.value, "env 1")
     env.close()
+
+
+def test_a_pool_that_failed_to_build_is_collected_quietly(executor, monkeypatch):
+    """A pool whose construction raised (here: mismatched spaces, after its executor launched)
+    has already closed its executor; collecting it must not run close() on half a pool."""
+    import gc
+    import sys
+
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    fns = [lambda: CountingEnv(n_actions=3), lambda: CountingEnv(n_actions=4)]
+    with pytest.raises(envhive.SpaceMismatchError):
+        envhive.make(fns, executor=executor)
+    gc.collect()
+    assert unraisable == []

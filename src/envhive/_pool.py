@@ -147,7 +147,9 @@ class Pool:
         # make(seed=...) seeds each env's first reset; later resets continue the env's own RNG.
         self._first_seeds: list[int | None] = normalize_seeds(seed, n)
         self.executor = executor
-        self.closed = False
+        # Closed until fully built: a pool whose construction failed has nothing for close()
+        # or __del__ to do (the failing step closed the executor itself).
+        self.closed = True
         props = executor.launch(factories)
         try:
             self._check_spaces(props)
@@ -220,6 +222,7 @@ class Pool:
             # dtype chars, not kinds: compiled kernels take these (not float16 / long double).
             ints, floats = "bBhHiIlLqQpP", "fd"
             self._act_chars = "?" if codec.boolean else ints if codec.integer else ints + floats
+        self.closed = False
 
     # ------------------------------------------------------------------ checks
     def _check_spaces(self, props: list[Any]) -> None:

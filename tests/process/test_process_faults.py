@@ -243,8 +243,9 @@ def test_close_gc_and_context_manager_reap_everything():
 
 SCRIPT = textwrap.dedent(
     """
-    import os, sys, time, numpy as np, envhive
+    import faulthandler, os, signal, sys, time, numpy as np, envhive
     from envhive.executors import ProcessExecutor
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks on a hang
     from envhive.testing import CountingEnv
 
     class Slow(CountingEnv):
@@ -278,7 +279,14 @@ def test_parent_exit_interrupt_or_kill_leaves_nothing(tmp_path, how):
         proc.send_signal(signal.SIGINT)  # KeyboardInterrupt in the parent's step loop
     elif how == "sigkill":
         proc.kill()
-    proc.wait(timeout=20)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack to stderr
+        time.sleep(1.0)
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"the parent hung after {how}; its stacks:\n{proc.stderr.read()}")
     prefix = f"{shm_prefix()}{proc.pid}_"
     assert wait_until(lambda: not any(alive(p) for p in pids), 5.0), "workers outlived their parent"
     assert wait_until(lambda: not any(n.startswith(prefix) for n in shm_entries()), 5.0)
@@ -378,3 +386,83 @@ def test_restart_during_a_reset_resends_its_options():
     assert info["_worker_restarted"].tolist() == [True, True, False, False]
     assert victim not in ex.worker_pids()
     env.close()
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_close_itself_unlinks_every_named_semaphore(method):
+    """Semaphores are named (``/dev/shm/sem.mp-*``) under forkserver and spawn; ``close()``
+    unlinks them, without waiting for garbage collection, including those of a worker that
+    was rebuilt."""
+    ex = ProcessExecutor(2, start_method=method, on_worker_failure="restart")
+    env = envhive.make(CountingEnv, 4, executor=ex)
+    gc.disable()  # close() alone must do it
+    try:
+        env.reset(seed=0)
+
+        def names():
+            sems = [ex._state.done_sem] + [wk.cmd_sem for wk in ex._state.workers]
+            return {"sem." + s._semlock.name.lstrip("/") for s in sems}
+
+        first = names()
+        os.kill(ex.worker_pids()[0], signal.SIGKILL)
+        env.step(np.zeros(4, np.int64))  # the worker is rebuilt with a new semaphore
+        second = names()
+        assert first - second, "a rebuilt worker gets a new semaphore"
+        assert not (first - second) & set(os.listdir("/dev/shm")), "the old one is unlinked"
+        assert second <= set(os.listdir("/dev/shm"))
+        env.close()
+        assert not second & set(os.listdir("/dev/shm"))
+    finally:
+        gc.enable()
+
+
+def test_commands_queued_on_a_dying_worker_come_back_restarted():
+    """Env 1's step waits in worker 0's queue behind env 0's while the worker is killed: both
+    come back truncated with ``worker_restarted`` (env 1 is reset in place of its step, not
+    stepped on a never-reset env)."""
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make(flaky_factories(4, sleep=0.4), executor=ex, batch_size=1)
+    env.async_reset(seed=0)
+    for _ in range(4):
+        env.recv()
+    victim = ex.worker_pids()[0]  # envs 0 and 1
+    env.send(np.ones(1, np.int64), np.array([0]))
+    env.send(np.ones(1, np.int64), np.array([1]))  # queued: the worker is busy with env 0
+    time.sleep(0.1)
+    os.kill(victim, signal.SIGKILL)
+    got = {}
+    for _ in range(2):
+        _, rew, term, trunc, info = env.recv()
+        got[int(info["env_id"][0])] = (bool(trunc[0]), bool(term[0]), bool(info["worker_restarted"][0]))
+    assert got == {0: (True, False, True), 1: (True, False, True)}
+    env.close()
+
+
+def _dies_when_flagged(flag: str, tag: int):
+    if os.path.exists(flag):
+        os._exit(7)
+    return FlakyEnv(tag)
+
+
+def test_a_replacement_that_dies_while_building_is_a_clear_error(tmp_path):
+    flag = str(tmp_path / "die")
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make([lambda i=i: _dies_when_flagged(flag, i) for i in range(4)], executor=ex)
+    env.reset(seed=0)
+    open(flag, "w").close()  # from now on every new worker dies while building its envs
+    os.kill(ex.worker_pids()[0], signal.SIGKILL)
+    with pytest.raises(envhive.WorkerDiedError, match="could not be rebuilt") as info:
+        env.step(np.ones(4, np.int64))
+    assert info.value.env_ids == [0, 1]
+    with pytest.raises(envhive.ClosedError):
+        env.step(np.ones(4, np.int64))
+    env.close()
+
+
+def test_a_worker_dying_while_building_at_make_is_a_worker_died_error(tmp_path):
+    flag = str(tmp_path / "die")
+    open(flag, "w").close()
+    with pytest.raises(envhive.WorkerDiedError, match="while building envs") as info:
+        envhive.make([lambda i=i: _dies_when_flagged(flag, i) for i in range(2)],
+                     executor=ProcessExecutor(2))
+    assert info.value.exitcode == 7

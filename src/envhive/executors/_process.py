@@ -32,6 +32,7 @@ import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers
+from envhive._interrupts import deferred_interrupts
 from envhive._report import Completion, EnvFactory, EnvProps, env_props
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
@@ -42,7 +43,7 @@ from envhive.errors import (
     WorkerDiedError,
 )
 from envhive.executors._protocol import Executor
-from envhive.executors._shm import SharedArena
+from envhive.executors._shm import SharedArena, release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
 from envhive.executors._worker import (
     CMD_CALL,
@@ -58,6 +59,7 @@ __all__ = ["ProcessExecutor", "default_start_method"]
 
 _POLL_S = 0.05  # how often a blocked parent checks worker liveness and step timeouts
 _LAUNCH_TIMEOUT_S = 600.0
+_RESTART_ATTEMPTS = 3  # a replacement worker that fails to start is tried again this often
 
 
 def default_start_method() -> str:
@@ -105,6 +107,7 @@ class _Worker:
         self.blob = b""  # the cloudpickled factories of its slice (kept for restarts)
         self.busy: list[int] | None = None  # env ids of the running command
         self.busy_options: dict[str, Any] | None = None  # its reset options
+        self.calling = False  # the running command is a CALL (call/get_attr/set_attr)
         self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
         self.sent_at = 0.0
         self.queue = SendQueue()
@@ -118,6 +121,7 @@ class _Shutdown:
         self.inline: EnvRunner | None = None
         self.arena = SharedArena()
         self.kind: np.ndarray | None = None
+        self.done_sem: Any = None
 
     def __call__(self) -> None:
         for wk in self.workers:
@@ -135,7 +139,10 @@ class _Shutdown:
             _stop_process(wk.proc)
             if wk.conn is not None:
                 wk.conn.close()
+            release_semaphore(wk.cmd_sem)
             wk.proc = wk.conn = wk.cmd_sem = None
+        release_semaphore(self.done_sem)
+        self.done_sem = None
         self.kind = None
         if self.inline is not None:
             self.inline.close()
@@ -161,6 +168,16 @@ def _affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:
             f"cpu_affinity: expected CPU ids this process may use ({allowed}), got {cpus!r}"
         )
     return cpus
+
+
+def _dumps(value: Any, what: str) -> bytes:
+    """``value`` pickled for a worker; a value that cannot be is a :class:`ConfigError`."""
+    try:
+        return cloudpickle.dumps(value)
+    except Exception as err:
+        raise ConfigError(
+            f"{what} cannot be sent to a worker process ({type(err).__name__}: {err})"
+        ) from err
 
 
 def _stop_process(proc: Any) -> None:
@@ -254,6 +271,9 @@ class ProcessExecutor(Executor):
         self._buffers: Buffers | None = None
         self._map = SliceMap(0, 1)
         self._restarts = RestartBook()
+        # Calls whose worker failed and was rebuilt (restart mode): slice -> the error to raise
+        # once the call's other workers have replied.
+        self._failed_calls: dict[int, BaseException] = {}
         self._bind_payload: bytes = b""
 
     # ------------------------------------------------------------------ launch
@@ -285,7 +305,7 @@ class ProcessExecutor(Executor):
             wk.blob = blob
             self._state.workers.append(wk)
             self._by_slice[w] = wk
-        self._done_sem = self._ctx.Semaphore(0)
+        self._done_sem = self._state.done_sem = self._ctx.Semaphore(0)
         # Waiters yield the core between polls unless every process has a core of its own.
         self._yield_core = len(self._state.workers) + 1 > (os.cpu_count() or 1)
         self._spin = SpinPolicy(self._spin_s, self._yield_core)
@@ -307,6 +327,7 @@ class ProcessExecutor(Executor):
 
     def _start(self, wk: _Worker) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        release_semaphore(wk.cmd_sem)  # a rebuilt worker's old one (its process is gone)
         wk.cmd_sem = self._ctx.Semaphore(0)
         wk.proc = self._ctx.Process(
             target=worker_main,
@@ -339,7 +360,15 @@ class ProcessExecutor(Executor):
                     f"worker {wk.w} did not build its envs within {_LAUNCH_TIMEOUT_S:.0f} s",
                     env_ids=list(range(wk.lo, wk.hi)), exitcode=None,
                 )
-        tag, payload = cloudpickle.loads(wk.conn.recv_bytes())
+        try:
+            tag, payload = cloudpickle.loads(wk.conn.recv_bytes())
+        except (EOFError, OSError):  # poll() is also true at EOF: it died before replying
+            wk.proc.join(1.0)
+            raise WorkerDiedError(
+                f"worker {wk.w} exited with code {wk.proc.exitcode} while building envs "
+                f"{wk.lo}..{wk.hi - 1}", env_ids=list(range(wk.lo, wk.hi)),
+                exitcode=wk.proc.exitcode,
+            ) from None
         if tag == "error":
             raise payload
         return payload
@@ -367,14 +396,22 @@ class ProcessExecutor(Executor):
             raise
 
     def _bind_worker(self, wk: _Worker) -> None:
-        wk.conn.send_bytes(self._bind_payload)
-        while not wk.conn.poll(_POLL_S):
-            if not wk.proc.is_alive():
-                raise WorkerDiedError(
-                    f"worker {wk.w} exited with code {wk.proc.exitcode} while attaching buffers",
-                    env_ids=list(range(wk.lo, wk.hi)), exitcode=wk.proc.exitcode,
-                )
-        if wk.conn.recv_bytes() != b"bound":
+        def died() -> WorkerDiedError:
+            wk.proc.join(1.0)
+            return WorkerDiedError(
+                f"worker {wk.w} exited with code {wk.proc.exitcode} while attaching buffers",
+                env_ids=list(range(wk.lo, wk.hi)), exitcode=wk.proc.exitcode,
+            )
+
+        try:
+            wk.conn.send_bytes(self._bind_payload)
+            while not wk.conn.poll(_POLL_S):
+                if not wk.proc.is_alive():
+                    raise died()
+            reply = wk.conn.recv_bytes()
+        except (EOFError, OSError):
+            raise died() from None
+        if reply != b"bound":
             raise RuntimeError(f"worker {wk.w}: unexpected reply while binding buffers")
 
     # ------------------------------------------------------------------ commands
@@ -385,10 +422,6 @@ class ProcessExecutor(Executor):
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._check_usable()
         groups = self._map.split(env_ids)
-        if self._restarts.lost:
-            assert self._buffers is not None
-            for _, w_ids in groups:
-                self._restarts.substitute_lost(w_ids, self._buffers)
         for w, w_ids in groups:
             wk = self._by_slice.get(w)
             if wk is None:
@@ -402,20 +435,55 @@ class ProcessExecutor(Executor):
     def _dispatch(self, wk: _Worker, ids: list[int], options: dict[str, Any] | None) -> None:
         ctrl = self._ctrl
         assert ctrl is not None
+        if self._restarts.lost:
+            # Envs of a rebuilt worker, sent (or queued) before it was rebuilt: their ops
+            # become resets now, whenever the command goes out.
+            assert self._buffers is not None
+            self._restarts.substitute_lost(ids, self._buffers)
         if ids != wk.cmd_ids:  # sync steps send the same ids every time
             ctrl.count[wk.w] = len(ids)
             ctrl.ids[wk.lo : wk.lo + len(ids)] = ids
             ctrl.ids_gen[wk.w] += 1
             wk.cmd_ids = ids
-        need_msg = options is not None or bool(self._act_objects)
-        if need_msg:
+        message = None
+        if options is not None or self._act_objects:
             act_values = [leaf[ids].tolist() for leaf in self._act_objects]
-            wk.conn.send_bytes(cloudpickle.dumps((options, act_values)))
-        ctrl.cmd_msg[wk.w] = need_msg
+            message = _dumps((options, act_values), f"the reset options or actions of envs {ids}")
+        ctrl.cmd_msg[wk.w] = message is not None
         ctrl.kind[wk.w] = CMD_RUN
         wk.busy, wk.busy_options = ids, options
         wk.sent_at = time.monotonic()
-        wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
+        self._post(wk, message)
+
+    def _post(self, wk: _Worker, message: bytes | None) -> None:
+        """Wake ``wk`` for the command in its control block, then send the command's message.
+
+        The post comes first: the worker reads the pipe only once woken, and a message larger
+        than the pipe's buffer (a few hundred KB) would block a writer that sends before
+        posting, forever. Post and message are one unit (SIGINT is held between them: a
+        worker woken for a message that never comes would wait forever). A worker that died
+        is failed as usual (see ``_fail``).
+        """
+        if message is None:
+            wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
+            return
+        try:
+            with deferred_interrupts():
+                wk.cmd_sem.release()
+                wk.conn.send_bytes(message)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
+            wk.proc.join(1.0)
+            self._fail(wk, "died")
+
+    def _read(self, wk: _Worker) -> bytes | None:
+        """The message ``wk`` announced with its completion; ``None`` if it died meanwhile
+        (then it was failed: rebuilt with its command resent, or the executor shut down)."""
+        try:
+            return wk.conn.recv_bytes()
+        except (EOFError, OSError):
+            wk.proc.join(1.0)
+            self._fail(wk, "died")
+            return None
 
     def recv(self, min_count: int) -> Completion:
         self._check_usable()
@@ -444,20 +512,17 @@ class ProcessExecutor(Executor):
         the first-finished sweep), which a sync call never needs: nothing else is in flight.
         """
         self._check_usable()
-        if self._restarts.lost:
-            assert self._buffers is not None
-            self._restarts.substitute_lost(self._map.all_ids, self._buffers)
         out = Completion()
         groups = self._map.all_groups
-        for wk in self._state.workers:
+        workers = self._state.workers
+        for wk in workers:
             self._dispatch(wk, groups[wk.w][1], options)
         if self._inline is not None:
             self._inline.run(groups[0][1], options, out)
-        pending = len(self._state.workers)
-        while pending:
+        # Until every worker's command is collected (a worker rebuilt meanwhile runs it again).
+        while any(wk.busy is not None for wk in workers):
             for wk in self._wait_some():
                 self._collect(wk, out)
-                pending -= 1
         return out
 
     def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
@@ -501,31 +566,41 @@ class ProcessExecutor(Executor):
         Each worker posts ``done_sem`` once per command, after setting its flag. We take one
         post per worker we hand back, so flags and posts stay in step.
         """
-        self._take_post()
+        if not self._take_post():
+            return []
         finished = self._sweep(taken=1)
         if not finished:
             raise RuntimeError("internal error: a completion was signalled but no worker is done")
         return finished
 
-    def _take_post(self) -> None:
+    def _take_post(self) -> bool:
         """Take one completion post: poll while waits are short (SpinPolicy), then block,
-        checking worker liveness and step timeouts every ``_POLL_S``."""
+        checking worker liveness and step timeouts every ``_POLL_S``. False (no post taken)
+        when a call's worker failed and was rebuilt: no post will come for it."""
         sem = self._done_sem
         start = time.perf_counter()
         if not self._spin.poll(sem):
             while not sem.acquire(True, _POLL_S):
                 self._check_workers()
+                if self._failed_calls:
+                    return False
         self._spin.observe(time.perf_counter() - start)
+        return True
 
     def _collect(self, wk: _Worker, out: Completion) -> int:
         ctrl, b = self._ctrl, self._buffers
         assert ctrl is not None and b is not None
-        ids, wk.busy = wk.busy or [], None
         infos: dict[int, dict[str, Any]] = {}
         finals: dict[int, dict[str, Any]] = {}
         errors: dict[int, EnvWorkerError] = {}
+        message = None
         if ctrl.done_msg[wk.w]:
-            infos, finals, errors, objects, final_objects = cloudpickle.loads(wk.conn.recv_bytes())
+            message = self._read(wk)
+            if message is None:
+                return 0  # it died mid-message and was rebuilt: its command runs again
+        ids, wk.busy = wk.busy or [], None
+        if message is not None:
+            infos, finals, errors, objects, final_objects = cloudpickle.loads(message)
             for leaf, values in zip(self._obs_objects, objects):
                 for i, v in zip(ids, values):
                     leaf[i] = v
@@ -555,18 +630,27 @@ class ProcessExecutor(Executor):
 
     def _fail(self, wk: _Worker, how: str) -> None:
         envs = list(range(wk.lo, wk.hi))
+        doing = "a call/get_attr/set_attr" if wk.calling else f"envs {wk.busy}"
         if how == "hung":
-            what = f"exceeded step_timeout={self.step_timeout} s on envs {wk.busy}"
+            what = f"exceeded step_timeout={self.step_timeout} s running {doing}"
             code = None
         else:
             code = wk.proc.exitcode
             sig = f" (signal {-code})" if code is not None and code < 0 else ""
-            what = f"died with exit code {code}{sig} while running envs {wk.busy}"
+            what = f"died with exit code {code}{sig} while running {doing}"
+        error = StepTimeoutError if how == "hung" else WorkerDiedError
         if self.on_worker_failure == "restart":
+            if wk.calling:
+                # A call's result is lost with its worker, and a rebuilt env is not the one
+                # it asked: the call raises (once its other workers replied), the pool goes on.
+                self._failed_calls[wk.w] = error(
+                    f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) {what}; it was rebuilt (its "
+                    "envs start a new episode on their next step) and the call's results are "
+                    "lost", env_ids=envs, exitcode=code,
+                )
             self._restart(wk)
             return
         self.close()
-        error = StepTimeoutError if how == "hung" else WorkerDiedError
         raise error(
             f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) {what}; the executor was shut down. "
             "Use on_worker_failure='restart' to rebuild failed workers instead.",
@@ -575,16 +659,33 @@ class ProcessExecutor(Executor):
 
     def _restart(self, wk: _Worker) -> None:
         pending, options = wk.busy or [], wk.busy_options
-        _stop_process(wk.proc)
-        wk.conn.close()
-        wk.busy = None
-        # Drain its stale completion post, if it managed to post before dying.
-        if self._ctrl is not None and self._ctrl.done[wk.w]:
-            self._ctrl.done[wk.w] = 0
-            self._done_sem.acquire(True, 1.0)
-        self._start(wk)
-        self._handshake(wk)
-        self._bind_worker(wk)
+        wk.busy, wk.calling = None, False
+        for attempt in range(1, _RESTART_ATTEMPTS + 1):
+            _stop_process(wk.proc)
+            wk.conn.close()
+            # Drain its stale completion post, if it managed to post before dying.
+            if self._ctrl is not None and self._ctrl.done[wk.w]:
+                self._ctrl.done[wk.w] = 0
+                self._done_sem.acquire(True, 1.0)
+            try:
+                self._start(wk)
+                self._handshake(wk)
+                self._bind_worker(wk)
+                break
+            except BaseException as err:
+                if attempt < _RESTART_ATTEMPTS and isinstance(err, Exception):
+                    continue  # a replacement that died while starting: try again
+                # It keeps failing (a factory that now raises, no memory left): there is no
+                # slice to go on with. Shut down cleanly and say why, as raise mode would.
+                self.close()
+                if not isinstance(err, Exception):
+                    raise
+                raise WorkerDiedError(
+                    f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) could not be rebuilt "
+                    f"({_RESTART_ATTEMPTS} attempts; last: {type(err).__name__}: {err}); the "
+                    "executor was shut down", env_ids=list(range(wk.lo, wk.hi)),
+                    exitcode=getattr(err, "exitcode", None),
+                ) from err
         assert self._buffers is not None
         self._restarts.rebuilt(range(wk.lo, wk.hi), pending, self._buffers)
         if pending:
@@ -600,16 +701,22 @@ class ProcessExecutor(Executor):
         assert ctrl is not None
         targets = [wk for wk in self._state.workers if wk.w in messages]
         for wk in targets:
-            wk.conn.send_bytes(messages[wk.w])
             ctrl.kind[wk.w] = CMD_CALL
-            wk.busy = []
+            wk.busy, wk.calling = [], True
             wk.sent_at = time.monotonic()
-            wk.cmd_sem.release()
+            self._post(wk, messages[wk.w])
         replies: dict[int, Any] = {}
         while len(replies) < len(targets):
             for wk in self._wait_some():
-                wk.busy = None
-                replies[wk.w] = cloudpickle.loads(wk.conn.recv_bytes())
+                message = self._read(wk)
+                if message is not None:
+                    wk.busy, wk.calling = None, False
+                    replies[wk.w] = cloudpickle.loads(message)
+            for w in list(self._failed_calls):
+                replies[w] = ("died", self._failed_calls.pop(w))
+        for tag, value in replies.values():
+            if tag == "died":
+                raise value
         for tag, value in replies.values():
             if tag == "error":
                 raise value
@@ -621,7 +728,7 @@ class ProcessExecutor(Executor):
     ) -> list[Any]:
         groups = self._map.group(env_ids)
         messages = {
-            w: cloudpickle.dumps((name, args, kwargs, None, ids))
+            w: _dumps((name, args, kwargs, None, ids), f"the arguments of call({name!r})")
             for w, ids in groups.items() if w in self._by_slice
         }
         replies = self._roundtrip(messages)
@@ -636,7 +743,7 @@ class ProcessExecutor(Executor):
         value_of = dict(zip(order, values))
         groups = self._map.group(env_ids)
         messages = {
-            w: cloudpickle.dumps((name, (), {}, [value_of[i] for i in ids], ids))
+            w: _dumps((name, (), {}, [value_of[i] for i in ids], ids), f"the values of set_attr({name!r})")
             for w, ids in groups.items() if w in self._by_slice
         }
         self._roundtrip(messages)

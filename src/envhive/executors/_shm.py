@@ -9,6 +9,9 @@ Workers map the segments by name with ``shm_open`` + ``mmap`` directly. They do 
 tracker a second time. The tracker is shared with the parent, so the worker's unregister or
 exit would then unlink (or warn about) the parent's segments.
 
+The executor's named semaphores live in ``/dev/shm`` too (``sem.mp-*``, under forkserver and
+spawn); :func:`release_semaphore` unlinks one at ``close()`` rather than at garbage collection.
+
 Examples:
     >>> arena = SharedArena()
     >>> a = arena.allocate((2, 3), np.dtype(np.float32))
@@ -26,10 +29,11 @@ import mmap
 import os
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ArraySpec", "SharedArena", "attach_arrays", "shm_prefix"]
+__all__ = ["ArraySpec", "SharedArena", "attach_arrays", "shm_prefix", "release_semaphore"]
 
 
 def shm_prefix() -> str:
@@ -105,3 +109,36 @@ def attach_arrays(specs: list[ArraySpec]) -> list[np.ndarray]:
             os.close(fd)
         arrays.append(np.ndarray(spec.shape, dtype=np.dtype(spec.dtype), buffer=mapping))
     return arrays
+
+
+def release_semaphore(sem: Any) -> None:
+    """Unlink a multiprocessing semaphore's name now, instead of when the object is collected.
+
+    Under forkserver and spawn a semaphore is a named POSIX semaphore (``/dev/shm/sem.mp-*``)
+    so that children can open it; multiprocessing unlinks the name only from a finalizer run
+    at garbage collection. ``close()`` must release every OS resource itself, so it runs that
+    finalizer now (which also unregisters the name from the resource tracker). Handles still
+    open keep working; the memory goes with the last one.
+    """
+    semlock = getattr(sem, "_semlock", None)
+    name = getattr(semlock, "name", None)
+    if name is None:  # fork start method: unlinked at creation
+        return
+    import multiprocessing.synchronize as mp_sync
+    import multiprocessing.util as mp_util
+
+    cleanup = getattr(mp_sync.SemLock, "_cleanup", None)
+    for finalizer in list(getattr(mp_util, "_finalizer_registry", {}).values()):
+        if getattr(finalizer, "_callback", None) is cleanup and getattr(finalizer, "_args", None) == (name,):
+            try:
+                finalizer()  # unlink + unregister, once; removes itself from the registry
+            except OSError:
+                pass
+            return
+    try:  # no finalizer found (another Python version's internals): do what it would do
+        from multiprocessing import resource_tracker
+
+        mp_sync.sem_unlink(name)  # type: ignore[attr-defined]
+        resource_tracker.unregister(name, "semaphore")
+    except (AttributeError, OSError):
+        pass

@@ -26,6 +26,7 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import env_props
 from envhive._runner import EnvRunner, build_envs
+from envhive.errors import EnvWorkerError
 from envhive.executors._core import (
     Call,
     Close,
@@ -219,11 +220,7 @@ def _serve(
         if kind == CMD_CALL:
             name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
             command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)
-            reply = core.handle(command)
-            wire = ("error", reply.error) if isinstance(reply, ErrorReply) else ("ok", reply.values)  # type: ignore[union-attr]
-            conn.send_bytes(cloudpickle.dumps(wire))
-            ctrl.done[w] = 1
-            done_sem.release()
+            _post(ctrl, w, done_sem, conn, encode_call_reply(core.handle(command), lo))
             continue
         if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
@@ -233,11 +230,100 @@ def _serve(
             options, act_values = cloudpickle.loads(conn.recv_bytes())
         out = core.handle(Run(ids, options, act_values))
         assert isinstance(out, RunReply)
-        if not out.empty:
-            conn.send_bytes(cloudpickle.dumps(
-                (out.infos, out.final_infos, out.errors, out.object_obs, out.object_final_obs)
+        _post(ctrl, w, done_sem, conn, None if out.empty else encode_run_reply(out, ids))
+
+
+def _post(ctrl: Control, w: int, done_sem: Any, conn: Any, message: bytes | None) -> None:
+    """Report a finished command: flags, the completion post, then the message, if any.
+
+    The post comes *before* the message. The parent reads the pipe only after it has taken
+    the post, and a pipe holds a few hundred KB: a worker that wrote a larger message first
+    would block in the write while the parent waits for the post, forever. This way the
+    parent is already reading (or about to) while the message is written, whatever its size;
+    if the worker dies mid-message, the parent's read ends with EOF, not a hang.
+    """
+    ctrl.done_msg[w] = message is not None
+    ctrl.done_time[w] = time.monotonic()
+    ctrl.done[w] = 1
+    done_sem.release()
+    if message is not None:
+        conn.send_bytes(message)
+
+
+def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
+    """A RUN's side data, pickled. A value that cannot be pickled (an info holding a lock, a
+    socket, a generator...) becomes its env's error naming the key, and the rest still
+    travels: the worker and its other envs carry on."""
+    wire = (out.infos, out.final_infos, out.errors, out.object_obs, out.object_final_obs)
+    try:
+        return cloudpickle.dumps(wire)
+    except Exception:  # narrowed down env by env below
+        pass
+    errors = dict(out.errors)
+    infos, finals = dict(out.infos), dict(out.final_infos)
+    for what, table in (("info", infos), ("final info", finals)):
+        for i, info in list(table.items()):
+            bad = _unpicklable(info)
+            if bad is not None:
+                del table[i]
+                errors.setdefault(i, EnvWorkerError(
+                    f"the env's {what} cannot be sent from its worker process: key {bad[0]!r} "
+                    f"holds a {bad[1]} ({bad[2]}); infos must be picklable on the process "
+                    "executor", env_id=i, cause_type="PicklingError",
+                ))
+    for i, err in list(errors.items()):
+        if _unpicklable({"error": err}) is not None:
+            errors[i] = EnvWorkerError(
+                f"the env raised {type(err).__name__}, which cannot be sent from its worker "
+                f"process: {_safe_str(err)}", env_id=i, cause_type=type(err).__name__,
+            )
+    objects = [_picklable_rows(leaf, ids, errors, "observation") for leaf in out.object_obs]
+    final_objects = None if out.object_final_obs is None else [
+        _picklable_rows(leaf, ids, errors, "final observation") for leaf in out.object_final_obs
+    ]
+    return cloudpickle.dumps((infos, finals, errors, objects, final_objects))
+
+
+def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], what: str) -> list[Any]:
+    """One object-typed leaf's values (one per id), unpicklable ones replaced by ``None`` and
+    reported as their env's error."""
+    out = list(values)
+    for k, (i, value) in enumerate(zip(ids, values)):
+        bad = _unpicklable({what: value})
+        if bad is not None:
+            out[k] = None
+            errors.setdefault(i, EnvWorkerError(
+                f"the env's {what} cannot be sent from its worker process: a {bad[1]} ({bad[2]})",
+                env_id=i, cause_type="PicklingError",
             ))
-        ctrl.done_msg[w] = not out.empty
-        ctrl.done_time[w] = time.monotonic()
-        ctrl.done[w] = 1
-        done_sem.release()
+    return out
+
+
+def encode_call_reply(reply: Any, env_id: int) -> bytes:
+    """A CALL/SET_ATTR reply, pickled; a result that cannot be pickled becomes the error."""
+    wire = ("error", reply.error) if isinstance(reply, ErrorReply) else ("ok", reply.values)
+    try:
+        return cloudpickle.dumps(wire)
+    except Exception as err:  # any pickling failure is reported the same way
+        return cloudpickle.dumps(("error", EnvWorkerError(
+            f"the result cannot be sent from the worker process ({type(err).__name__}: "
+            f"{_safe_str(err)})", env_id=env_id, cause_type="PicklingError",
+        )))
+
+
+def _unpicklable(mapping: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The first key of ``mapping`` whose value does not pickle: (key, type name, why)."""
+    for key, value in mapping.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as err:
+            return str(key), type(value).__name__, f"{type(err).__name__}: {_safe_str(err)}"
+    return None
+
+
+def _safe_str(err: BaseException) -> str:
+    """``str(err)``, even for an exception whose ``__str__`` raises."""
+    try:
+        return str(err)
+    except Exception:
+        return f"<{type(err).__name__} whose str() raised>"
