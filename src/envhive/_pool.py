@@ -44,13 +44,16 @@ from envhive._infos import (
     patch_reset_rows,
     split_rows,
 )
+from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
+from envhive._seeds import normalize_seeds
 from envhive._spaces import ArrayCodec, tree_map
 from envhive.errors import (
     ActionError,
     ClosedError,
     ConfigError,
+    EnvhiveError,
     NothingPendingError,
     PendingCallError,
     ResetNeededError,
@@ -67,36 +70,6 @@ _POSITION = re.compile(r" at \[(\d+)\]")
 _STEP_RESET = int(Op.STEP_RESET)
 _STEP = int(Op.STEP)
 _new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
-
-
-def normalize_seeds(seed: Any, n: int) -> list[int | None]:
-    """``None`` → no seeds; an int ``s`` → ``s + i`` for env ``i``; a sequence → one per env.
-
-    Examples:
-        >>> normalize_seeds(7, 3)
-        [7, 8, 9]
-        >>> normalize_seeds([1, None], 2)
-        [1, None]
-    """
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        seeds: list[Any] = [int(seed) + i for i in range(n)]
-    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
-        if len(seed) != n:
-            raise ConfigError(f"seed: expected {n} seeds (one per env), got {len(seed)}")
-        seeds = list(seed)
-    else:
-        raise ConfigError(
-            f"seed: expected None, an int or a list of {n} ints, got {type(seed).__name__}"
-        )
-    for i, s in enumerate(seeds):
-        if s is None:
-            continue
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
-            raise ConfigError(f"seed for env {i}: expected a non-negative int or None, got {s!r}")
-        seeds[i] = int(s)
-    return seeds
 
 
 class Pool:
@@ -355,6 +328,44 @@ class Pool:
             self.close()
             raise
 
+    def _cut_short(
+        self, err: BaseException, ids: np.ndarray, always: bool = False, sync: bool = True
+    ) -> None:
+        """A call raised ``err`` with its ops dispatched or half booked: keep the pool usable.
+
+        Ctrl-C (or an env raising ``SystemExit``, or an internal error) can cut a call short
+        anywhere: inside an env, while waiting for workers, between two bookkeeping steps.
+        envhive's own errors leave the books straight (an env error is booked before it is
+        raised), except when ops are still in flight after a sync call or the error came out
+        of dispatch (``always``). Then the pool gives up on everything in flight: the executor
+        drops it (``Executor.discard``), and the envs of the call and every env in flight are
+        marked as needing a reset. Nothing is waited for, so a hung env cannot hang this; the
+        next ``reset()`` (of those envs) works.
+        """
+        if self.closed or isinstance(err, (PendingCallError, ClosedError, NothingPendingError)):
+            return  # raised before the call changed anything
+        if not always and isinstance(err, EnvhiveError) and not (
+            sync and (self._in_flight or self._ready)
+        ):
+            return  # booked before it was raised (async: other envs stay in flight)
+        with deferred_interrupts():  # a second Ctrl-C must not cut this short too
+            try:
+                self.executor.discard()
+            except BaseException:
+                self.close()  # an executor that cannot even drop its work is of no more use
+                return
+            lost = self._status != IDLE
+            lost[ids] = True
+            self._broken |= lost
+            self._status.fill(IDLE)
+            self._in_flight = 0
+            self._resets_in_flight = 0
+            self._ready.clear()
+            self._infos.clear()
+            self._final_infos.clear()
+            self._errors.clear()
+            self._refresh_blocked()
+
     def _collect(self, min_count: int) -> None:
         """Receive completions until ``min_count`` more envs are ready (or an env failed)."""
         while min_count > 0 and self._in_flight and not self._errors:
@@ -541,8 +552,12 @@ class Pool:
         if options is not None and "reset_mask" in options:
             ids = self._mask_ids(options.pop("reset_mask"))
         seeds = self._take_seeds(seed, ids)
-        self._dispatch(ids, _RESET, seeds, options, sync=True)
-        self._drain_all()
+        try:
+            self._dispatch(ids, _RESET, seeds, options, sync=True)
+            self._drain_all()
+        except BaseException as err:
+            self._cut_short(err, ids)
+            raise
         infos, _, _ = self._take_infos(ids.tolist(), self.num_envs, by_env=True)
         op = np.full(self.num_envs, NO_OP, np.int8)
         op[ids] = _RESET
@@ -550,46 +565,51 @@ class Pool:
 
     def step(self, actions: Any) -> Batch:
         """Step every env with its action (autoreset as planned by the pool's mode)."""
-        if self._step_all is not None and not (
-            self.closed or self._in_flight or self._ready or self._any_blocked
-        ):
-            # The inline path, for executors that run a whole step inline (Executor.step_all):
-            # the same semantics as the general path in fewer numpy calls (no command block
-            # per env, no completion lists) and the same bookkeeping (_finish_ops). It is
-            # written out here, not in a helper, because it runs on every step of the
-            # cheapest envs. A batch of the wrong shape or dtype takes the general path,
-            # which raises the error (errors are raised in one place).
-            arr = actions if type(actions) is np.ndarray else np.asarray(actions)
-            if arr.shape == self._act_batch_shape and arr.dtype.char in self._act_chars:
-                b = self.buffers
-                resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
-                bad, done, step_infos, reset_infos = self._step_all(arr)
-                if bad >= 0:
-                    self._validated_actions(actions, self._all)  # raises, naming the env
-                    raise ActionError(
-                        f"invalid actions (outside {self.action_space}); nothing was stepped"
-                    )
-                if self._finish_ops(self._every, self.num_envs, resets, done):
-                    self._refresh_blocked()
-                op = None if resets else self._plain_ops
-                if step_infos is None and not reset_infos:
-                    # No infos at all (kernels): only same_step's rows that ended.
-                    if done and not self._keeps_ended:
-                        return self._all_rows({}, {}, b.terminated | b.truncated, op)
-                    return self._all_rows({}, {}, None, op)
-                return self._inline_rows(step_infos, reset_infos, resets, done, op)
-        self._check_sync("step")
-        ids = self._all
-        batch = self._validated_actions(actions, ids)
-        self._check_steppable(ids)
-        self._put_actions(slice(None), batch)
-        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
-        self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
-        if self._run_all is not None:
-            self._absorb(self._recv(0, self._run_all), sync=True)
-        self._drain_all()
-        infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
-        return self._all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+        # A try block costs nothing in CPython 3.11+ until it catches.
+        try:
+            if self._step_all is not None and not (
+                self.closed or self._in_flight or self._ready or self._any_blocked
+            ):
+                # The inline path, for executors that run a whole step inline (Executor.step_all):
+                # the same semantics as the general path in fewer numpy calls (no command block
+                # per env, no completion lists) and the same bookkeeping (_finish_ops). It is
+                # written out here, not in a helper, because it runs on every step of the
+                # cheapest envs. A batch of the wrong shape or dtype takes the general path,
+                # which raises the error (errors are raised in one place).
+                arr = actions if type(actions) is np.ndarray else np.asarray(actions)
+                if arr.shape == self._act_batch_shape and arr.dtype.char in self._act_chars:
+                    b = self.buffers
+                    resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
+                    bad, done, step_infos, reset_infos = self._step_all(arr)
+                    if bad >= 0:
+                        self._validated_actions(actions, self._all)  # raises, naming the env
+                        raise ActionError(
+                            f"invalid actions (outside {self.action_space}); nothing was stepped"
+                        )
+                    if self._finish_ops(self._every, self.num_envs, resets, done):
+                        self._refresh_blocked()
+                    op = None if resets else self._plain_ops
+                    if step_infos is None and not reset_infos:
+                        # No infos at all (kernels): only same_step's rows that ended.
+                        if done and not self._keeps_ended:
+                            return self._all_rows({}, {}, b.terminated | b.truncated, op)
+                        return self._all_rows({}, {}, None, op)
+                    return self._inline_rows(step_infos, reset_infos, resets, done, op)
+            self._check_sync("step")
+            ids = self._all
+            batch = self._validated_actions(actions, ids)
+            self._check_steppable(ids)
+            self._put_actions(slice(None), batch)
+            resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
+            self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
+            if self._run_all is not None:
+                self._absorb(self._recv(0, self._run_all), sync=True)
+            self._drain_all()
+            infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
+            return self._all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+        except BaseException as err:
+            self._cut_short(err, self._all)
+            raise
 
     def _inline_rows(
         self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,
@@ -664,7 +684,11 @@ class Pool:
         ids = self._env_ids(env_id)
         self._check_idle(ids, "async_reset")
         seeds = self._take_seeds(seed, ids)
-        self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)
+        try:
+            self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)
+        except BaseException as err:
+            self._cut_short(err, ids, always=True)
+            raise
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
@@ -674,7 +698,11 @@ class Pool:
         batch = self._validated_actions(actions, ids)
         self._check_steppable(ids)
         self._put_actions(ids, batch)
-        self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
+        try:
+            self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
+        except BaseException as err:
+            self._cut_short(err, ids, always=True)
+            raise
 
     def recv(self) -> Batch:
         """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
@@ -686,7 +714,11 @@ class Pool:
                 f"{len(self._ready)} ready: send() actions or async_reset() first"
             )
         if len(self._ready) < k:
-            self._collect(k - len(self._ready))
+            try:
+                self._collect(k - len(self._ready))
+            except BaseException as err:
+                self._cut_short(err, self._all[:0], sync=False)
+                raise
         ids = np.array([self._ready.popleft() for _ in range(k)], dtype=np.int64)
         self._status[ids] = IDLE
         b = self.buffers

@@ -22,7 +22,7 @@ import gymnasium as gym
 
 from envhive.errors import EnvWorkerError
 
-__all__ = ["EnvFactory", "EnvProps", "Completion", "env_error", "env_props"]
+__all__ = ["EnvFactory", "EnvProps", "Completion", "env_error", "env_props", "safe_str"]
 
 EnvFactory = Callable[[], gym.Env]
 
@@ -65,11 +65,27 @@ class Completion:
 
 
 
+def safe_str(err: BaseException) -> str:
+    """``str(err)``, even for an exception whose ``__str__`` raises.
+
+    Examples:
+        >>> class Odd(Exception):
+        ...     def __str__(self):
+        ...         raise RuntimeError
+        >>> safe_str(Odd())
+        '<Odd whose str() raised>'
+    """
+    try:
+        return str(err)
+    except Exception:
+        return f"<{type(err).__name__} whose str() raised>"
+
+
 def env_error(call: str, err: Exception, env_id: int) -> EnvWorkerError:
     """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``) raised
     ``err``; call it inside the ``except`` block (it records the traceback)."""
     return EnvWorkerError(
-        f"{call}() raised {type(err).__name__}: {err}",
+        f"{call}() raised {type(err).__name__}: {safe_str(err)}",
         env_id=env_id,
         worker_traceback=traceback.format_exc(),
         cause_type=type(err).__name__,

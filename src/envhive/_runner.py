@@ -33,7 +33,7 @@ import numpy as np
 
 from envhive._buffers import Buffers, as_index
 from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
-from envhive._report import Completion, EnvFactory, env_error
+from envhive._report import Completion, EnvFactory, env_error, safe_str
 from envhive._spaces import ArrayCodec, Tree
 from envhive.errors import ConfigError, EnvWorkerError
 
@@ -73,7 +73,7 @@ def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
         env = factory()
     except Exception as err:
         raise EnvWorkerError(
-            f"the env factory raised {type(err).__name__}: {err}",
+            f"the env factory raised {type(err).__name__}: {safe_str(err)}",
             env_id=env_id,
             worker_traceback=traceback.format_exc(),
             cause_type=type(err).__name__,

@@ -246,6 +246,9 @@ SCRIPT = textwrap.dedent(
     import faulthandler, os, signal, sys, time, numpy as np, envhive
     from envhive.executors import ProcessExecutor
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks on a hang
+    # A process started from a background job inherits SIGINT ignored (bash does that without
+    # job control), and Python then keeps ignoring it: this test is about Ctrl-C, so take it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from envhive.testing import CountingEnv
 
     class Slow(CountingEnv):

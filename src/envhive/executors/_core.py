@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._report import Completion
+from envhive._report import Completion, safe_str
 from envhive._runner import EnvRunner
 from envhive._spaces import tree_leaves
 from envhive.errors import EnvhiveError, EnvWorkerError
@@ -150,7 +150,7 @@ def portable_error(err: BaseException, env_id: int) -> BaseException:
     if isinstance(err, EnvhiveError):
         return err  # already says which env and what went wrong
     return EnvWorkerError(
-        f"worker failed: {type(err).__name__}: {err}",
+        f"worker failed: {type(err).__name__}: {safe_str(err)}",
         env_id=env_id,
         worker_traceback=traceback.format_exc(),
         cause_type=type(err).__name__,

@@ -121,6 +121,10 @@ class NativeExecutor(Executor):
         done, self._done = self._done, Completion()
         return done
 
+    def discard(self) -> None:
+        # Ops run inside send(): an interrupted one left at most some finished results here.
+        self._done = Completion()
+
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         env_ids: Sequence[int] | None = None,

@@ -108,6 +108,7 @@ class _Worker:
         self.busy: list[int] | None = None  # env ids of the running command
         self.busy_options: dict[str, Any] | None = None  # its reset options
         self.calling = False  # the running command is a CALL (call/get_attr/set_attr)
+        self.discard = False  # the running command's results are to be dropped (discard())
         self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
         self.sent_at = 0.0
         self.queue = SendQueue()
@@ -451,6 +452,7 @@ class ProcessExecutor(Executor):
             message = _dumps((options, act_values), f"the reset options or actions of envs {ids}")
         ctrl.cmd_msg[wk.w] = message is not None
         ctrl.kind[wk.w] = CMD_RUN
+        ctrl.seq[wk.w] += 1
         wk.busy, wk.busy_options = ids, options
         wk.sent_at = time.monotonic()
         self._post(wk, message)
@@ -525,6 +527,16 @@ class ProcessExecutor(Executor):
                 self._collect(wk, out)
         return out
 
+    def discard(self) -> None:
+        # Queued commands never go out; a running one finishes and is collected as usual
+        # (keeping the pipe and the sequence numbers in step), its results dropped.
+        self._inline_queue.clear()
+        for wk in self._state.workers:
+            wk.queue.clear()
+            if wk.busy is not None and not wk.calling:
+                wk.discard = True
+                self._restarts.forget(wk.busy)
+
     def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
         """Collect a finished worker's results and start its next queued command, if any."""
         got = self._collect(wk, out)
@@ -544,34 +556,33 @@ class ProcessExecutor(Executor):
         if not finished:
             return finished
         for _ in range(len(finished) - taken):
-            # Each flag set means its post is made or about to be: take it to stay in step.
-            while not self._done_sem.acquire(True, _POLL_S):
-                self._check_workers()
-        for wk in finished:
-            ctrl.done[wk.w] = 0
+            # Each finished command's post is made or about to be: take those already made.
+            # One not made yet (or taken by a call a Ctrl-C cut short) is a spurious wake-up
+            # later, which costs one loop: the sequence numbers say what finished.
+            if not self._done_sem.acquire(False):
+                break
         if len(finished) > 1:
             finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
         return finished
 
     def _finished(self) -> list[_Worker]:
-        """Busy workers whose done flag is set (flags are read once: workers write them)."""
+        """Busy workers whose command finished (its sequence number is in ``done_seq``)."""
         ctrl = self._ctrl
         assert ctrl is not None
-        done = ctrl.done
-        return [wk for wk in self._state.workers if wk.busy is not None and done[wk.w]]
+        seq, done = ctrl.seq, ctrl.done_seq
+        return [wk for wk in self._state.workers if wk.busy is not None and done[wk.w] == seq[wk.w]]
 
     def _wait_some(self) -> list[_Worker]:
-        """Wait for a completion; return every finished worker, first-finished first.
+        """Wait for a completion; return every finished worker, first-finished first (maybe
+        none: a spurious wake-up, or a call's worker failed; callers loop).
 
-        Each worker posts ``done_sem`` once per command, after setting its flag. We take one
-        post per worker we hand back, so flags and posts stay in step.
+        Each worker posts ``done_sem`` once per command, after recording it finished. We take
+        a post per worker we hand back when it is there; what finished is read from the
+        sequence numbers, so a missed or extra post only costs a wake-up.
         """
         if not self._take_post():
             return []
-        finished = self._sweep(taken=1)
-        if not finished:
-            raise RuntimeError("internal error: a completion was signalled but no worker is done")
-        return finished
+        return self._sweep(taken=1)
 
     def _take_post(self) -> bool:
         """Take one completion post: poll while waits are short (SpinPolicy), then block,
@@ -584,6 +595,8 @@ class ProcessExecutor(Executor):
                 self._check_workers()
                 if self._failed_calls:
                     return False
+                if self._finished():
+                    break  # finished without a post left to take (an interrupted sweep took it)
         self._spin.observe(time.perf_counter() - start)
         return True
 
@@ -598,7 +611,11 @@ class ProcessExecutor(Executor):
             message = self._read(wk)
             if message is None:
                 return 0  # it died mid-message and was rebuilt: its command runs again
+            ctrl.done_msg[wk.w] = 0  # read: collecting this command again reads nothing
         ids, wk.busy = wk.busy or [], None
+        if wk.discard:  # the pool gave up on this command (discard): drop its results
+            wk.discard = False
+            return 0
         if message is not None:
             infos, finals, errors, objects, final_objects = cloudpickle.loads(message)
             for leaf, values in zip(self._obs_objects, objects):
@@ -659,14 +676,13 @@ class ProcessExecutor(Executor):
 
     def _restart(self, wk: _Worker) -> None:
         pending, options = wk.busy or [], wk.busy_options
-        wk.busy, wk.calling = None, False
+        if wk.discard:  # nobody waits for that command any more: nothing to run again
+            pending, options = [], None
+        wk.busy, wk.calling, wk.discard = None, False, False
         for attempt in range(1, _RESTART_ATTEMPTS + 1):
             _stop_process(wk.proc)
             wk.conn.close()
-            # Drain its stale completion post, if it managed to post before dying.
-            if self._ctrl is not None and self._ctrl.done[wk.w]:
-                self._ctrl.done[wk.w] = 0
-                self._done_sem.acquire(True, 1.0)
+            # A completion post it may have made before dying is left: a spurious wake-up.
             try:
                 self._start(wk)
                 self._handshake(wk)
@@ -702,6 +718,7 @@ class ProcessExecutor(Executor):
         targets = [wk for wk in self._state.workers if wk.w in messages]
         for wk in targets:
             ctrl.kind[wk.w] = CMD_CALL
+            ctrl.seq[wk.w] += 1
             wk.busy, wk.calling = [], True
             wk.sent_at = time.monotonic()
             self._post(wk, messages[wk.w])
@@ -710,6 +727,7 @@ class ProcessExecutor(Executor):
             for wk in self._wait_some():
                 message = self._read(wk)
                 if message is not None:
+                    ctrl.done_msg[wk.w] = 0
                     wk.busy, wk.calling = None, False
                     replies[wk.w] = cloudpickle.loads(message)
             for w in list(self._failed_calls):

@@ -60,6 +60,16 @@ class Executor(ABC):
         """
 
     @abstractmethod
+    def discard(self) -> None:
+        """Forget every op sent and not yet received; the pool gave up on them.
+
+        Called after a sync or async call was interrupted (Ctrl-C, an env raising
+        ``SystemExit``): the pool marks those envs as needing a reset. Queued ops never run;
+        an op running now finishes, but its results are dropped. Must not wait for envs.
+        Afterwards :meth:`recv` reports only ops sent after this call.
+        """
+
+    @abstractmethod
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         env_ids: Sequence[int] | None = None,

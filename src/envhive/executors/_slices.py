@@ -195,6 +195,11 @@ class RestartBook:
                 buffers.ops[i] = RESET
                 buffers.has_seed[i] = False
 
+    def forget(self, ids: Sequence[int]) -> None:
+        """Drop the substitutions of ``ids`` (their command was discarded: nobody reports it)."""
+        for i in ids:
+            self.restarted.pop(i, None)
+
     def mark(
         self, done: Sequence[int], infos: dict[int, dict[str, Any]],
         final_infos: dict[int, dict[str, Any]], buffers: Buffers,

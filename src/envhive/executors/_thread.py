@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._report import Completion, EnvFactory, EnvProps, env_props
+from envhive._report import Completion, EnvFactory, EnvProps, env_props, safe_str
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
     ClosedError,
@@ -100,15 +100,19 @@ class _State:
         self.caller_wake = threading.Lock()
         self.caller_wake.acquire()
         self.closing = False
+        # Bumped by discard(): a job taken before it finishes into the void (see finish).
+        self.epoch = 0
         # One slice of the last send whose thread was not woken (see ThreadExecutor.send).
         self.deferred: _Slice | None = None
 
     # ---------------------------------------------------------------- both sides
-    def finish(self, sl: _Slice, out: Completion) -> None:
-        """Record a finished job and free its slice; wake whoever waits for either."""
+    def finish(self, sl: _Slice, out: Completion, epoch: int) -> None:
+        """Record a finished job and free its slice; wake whoever waits for either. A job
+        taken before the last ``discard`` (an older ``epoch``) is dropped."""
         with self.mu:
             sl.busy = False
-            self.done.append(out)
+            if epoch == self.epoch:
+                self.done.append(out)
             if sl.queue and sl.asleep:  # a job was queued while the caller ran a stolen one
                 sl.asleep = False
                 sl.wake.release()
@@ -135,6 +139,7 @@ class _State:
                 if sl.queue and not sl.busy:
                     job = sl.queue.pop()
                     sl.busy = True
+                    epoch = self.epoch
                     if self.deferred is not None:
                         # The caller did not take the deferred share back in time (async
                         # use, or it is still busy): its own thread runs it after all.
@@ -155,7 +160,7 @@ class _State:
                 # (SystemExit from an env, an internal bug) fails the job's envs instead of
                 # killing the thread, which would leave the caller waiting forever.
                 out = _failed_job(ids, out, err)
-            self.finish(sl, out)
+            self.finish(sl, out, epoch)
 
     # ---------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
@@ -202,7 +207,7 @@ def _failed_job(ids: list[int], out: Completion, err: BaseException) -> Completi
     for i in ids:
         if i not in failed.errors:
             failed.errors[i] = EnvWorkerError(
-                f"the env's thread raised {type(err).__name__}: {err}",
+                f"the env's thread raised {type(err).__name__}: {safe_str(err)}",
                 env_id=i,
                 worker_traceback=tb,
                 cause_type=type(err).__name__,
@@ -322,6 +327,7 @@ class ThreadExecutor(Executor):
         while True:
             steal: _Slice | None = None
             job: Job = ([], None)
+            epoch = 0
             with state.mu:
                 if state.done:
                     for c in state.done:
@@ -342,6 +348,7 @@ class ThreadExecutor(Executor):
                             steal = sl
                             sl.busy = True
                             job = sl.queue.pop()
+                            epoch = state.epoch
                             break
                     if steal is d:
                         state.deferred = None
@@ -349,12 +356,14 @@ class ThreadExecutor(Executor):
                     state.wake_deferred()  # nobody else may be left to start it
                     state.waiting = True
             if steal is not None:
-                self._run_here(steal, *job)
+                self._run_here(steal, *job, epoch)
             else:
                 self._wait()
         return _merge(taken)
 
-    def _run_here(self, sl: _Slice, ids: list[int], options: dict[str, Any] | None) -> None:
+    def _run_here(
+        self, sl: _Slice, ids: list[int], options: dict[str, Any] | None, epoch: int
+    ) -> None:
         """Run a stolen share in the calling thread; record it like a thread would."""
         out = Completion()
         try:
@@ -362,11 +371,22 @@ class ThreadExecutor(Executor):
         except BaseException as err:
             # Keep the books straight (the slice is released, its envs reported failed), then
             # let KeyboardInterrupt/SystemExit reach the caller, as with the serial executor.
-            self._state.finish(sl, _failed_job(ids, out, err))
+            self._state.finish(sl, _failed_job(ids, out, err), epoch)
             if isinstance(err, Exception):
                 return
             raise
-        self._state.finish(sl, out)
+        self._state.finish(sl, out, epoch)
+
+    def discard(self) -> None:
+        state = self._state
+        with state.mu:
+            # Queued shares never run; running ones finish into the void (their epoch is old).
+            state.epoch += 1
+            for sl in state.slices:
+                sl.queue.clear()
+            state.done.clear()
+            state.outstanding = 0
+            state.deferred = None
 
     def _wait(self) -> None:
         """Block until a thread finishes a job (state.waiting was set under the mutex)."""

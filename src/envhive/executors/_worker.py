@@ -9,7 +9,8 @@ there are any, and call/set_attr messages always do.
 
 Signalling: the parent posts ``cmd_sem``; the worker spins briefly (``spin_s``) on a
 non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker sets
-``ctrl.done[w]`` and posts ``done_sem`` when it finishes.
+``ctrl.done_seq[w]`` to the command's sequence number and posts ``done_sem`` when it
+finishes. The numbers, not the posts, say what finished (see :class:`Control`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._report import env_props
+from envhive._report import env_props, safe_str
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import EnvWorkerError
 from envhive.executors._core import (
@@ -61,8 +62,13 @@ class Control:
         ids_gen: per worker, bumped whenever the parent rewrites its ``count``/``ids`` (sync
             steps send the same ids every time: the worker then reuses its list).
         cmd_msg: per worker, 1 if the command has a pipe message (options, object actions).
-        done: per worker, set to 1 by the worker when its command finished.
-        done_msg: per worker, 1 if a result message waits in the pipe.
+        seq: per worker, the sequence number of its latest command (the parent bumps it).
+        done_seq: per worker, the sequence number of the last command it finished (written
+            by the worker). A command is finished when ``done_seq == seq``: shared memory is
+            the truth, so a parent interrupted anywhere in its bookkeeping (Ctrl-C) finds out
+            again what finished. The ``done_sem`` posts are only wake-ups.
+        done_msg: per worker, 1 if a result message waits in the pipe (the parent clears it
+            once read).
         done_time: per worker, ``time.monotonic()`` at completion (system-wide on Linux), so
             the parent can hand out completions first-finished first.
     """
@@ -72,7 +78,8 @@ class Control:
     ids: np.ndarray
     ids_gen: np.ndarray
     cmd_msg: np.ndarray
-    done: np.ndarray
+    seq: np.ndarray
+    done_seq: np.ndarray
     done_msg: np.ndarray
     done_time: np.ndarray
 
@@ -86,7 +93,8 @@ class Control:
             ids=alloc((num_envs,), i64),
             ids_gen=alloc((num_workers,), i64),
             cmd_msg=alloc((num_workers,), i8),
-            done=alloc((num_workers,), i8),
+            seq=alloc((num_workers,), i64),
+            done_seq=alloc((num_workers,), i64),
             done_msg=alloc((num_workers,), i8),
             done_time=alloc((num_workers,), np.dtype(np.float64)),
         )
@@ -244,7 +252,7 @@ def _post(ctrl: Control, w: int, done_sem: Any, conn: Any, message: bytes | None
     """
     ctrl.done_msg[w] = message is not None
     ctrl.done_time[w] = time.monotonic()
-    ctrl.done[w] = 1
+    ctrl.done_seq[w] = ctrl.seq[w]  # the parent bumps seq only once this command is collected
     done_sem.release()
     if message is not None:
         conn.send_bytes(message)
@@ -275,7 +283,7 @@ def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
         if _unpicklable({"error": err}) is not None:
             errors[i] = EnvWorkerError(
                 f"the env raised {type(err).__name__}, which cannot be sent from its worker "
-                f"process: {_safe_str(err)}", env_id=i, cause_type=type(err).__name__,
+                f"process: {safe_str(err)}", env_id=i, cause_type=type(err).__name__,
             )
     objects = [_picklable_rows(leaf, ids, errors, "observation") for leaf in out.object_obs]
     final_objects = None if out.object_final_obs is None else [
@@ -307,7 +315,7 @@ def encode_call_reply(reply: Any, env_id: int) -> bytes:
     except Exception as err:  # any pickling failure is reported the same way
         return cloudpickle.dumps(("error", EnvWorkerError(
             f"the result cannot be sent from the worker process ({type(err).__name__}: "
-            f"{_safe_str(err)})", env_id=env_id, cause_type="PicklingError",
+            f"{safe_str(err)})", env_id=env_id, cause_type="PicklingError",
         )))
 
 
@@ -317,13 +325,5 @@ def _unpicklable(mapping: dict[str, Any]) -> tuple[str, str, str] | None:
         try:
             cloudpickle.dumps(value)
         except Exception as err:
-            return str(key), type(value).__name__, f"{type(err).__name__}: {_safe_str(err)}"
+            return str(key), type(value).__name__, f"{type(err).__name__}: {safe_str(err)}"
     return None
-
-
-def _safe_str(err: BaseException) -> str:
-    """``str(err)``, even for an exception whose ``__str__`` raises."""
-    try:
-        return str(err)
-    except Exception:
-        return f"<{type(err).__name__} whose str() raised>"

@@ -1,0 +1,47 @@
+"""Seeds as ``make(seed=...)`` and ``reset(seed=...)`` take them: one per env, or none.
+
+Examples:
+    >>> normalize_seeds(7, 2)
+    [7, 8]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envhive.errors import ConfigError
+
+__all__ = ["normalize_seeds"]
+
+
+def normalize_seeds(seed: Any, n: int) -> list[int | None]:
+    """``None`` → no seeds; an int ``s`` → ``s + i`` for env ``i``; a sequence → one per env.
+
+    Examples:
+        >>> normalize_seeds(7, 3)
+        [7, 8, 9]
+        >>> normalize_seeds([1, None], 2)
+        [1, None]
+    """
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        seeds: list[Any] = [int(seed) + i for i in range(n)]
+    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        if len(seed) != n:
+            raise ConfigError(f"seed: expected {n} seeds (one per env), got {len(seed)}")
+        seeds = list(seed)
+    else:
+        raise ConfigError(
+            f"seed: expected None, an int or a list of {n} ints, got {type(seed).__name__}"
+        )
+    for i, s in enumerate(seeds):
+        if s is None:
+            continue
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ConfigError(f"seed for env {i}: expected a non-negative int or None, got {s!r}")
+        seeds[i] = int(s)
+    return seeds
