@@ -55,3 +55,28 @@ def test_native_engines_take_env_ids_too():
     with envhive.make("envhive/CartPole-v1", 4, seed=0) as env:
         env.reset()
         assert len(env.get_attr("np_random", env_ids=[3, 1])) == 2
+
+
+class RaisesOnTag(CountingEnv):
+    def boom(self):
+        if self.tag == 2:
+            raise ValueError("boom from tag 2")
+        return self.tag
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread", "process"])
+def test_a_raising_call_names_the_env_that_raised(executor):
+    """On every executor: an EnvWorkerError naming the env (its own exception as the
+    cause), and the pool goes on."""
+    fns = [functools.partial(RaisesOnTag, tag=i) for i in range(4)]
+    with envhive.make(fns, executor=executor) as env:
+        with pytest.raises(envhive.EnvWorkerError, match="boom from tag 2") as info:
+            env.call("boom")
+        assert info.value.env_id == 2
+        with pytest.raises(envhive.EnvWorkerError) as info:
+            env.get_attr("no_such_attribute")
+        assert info.value.env_id == 0 and "no_such_attribute" in str(info.value)
+        with pytest.raises(envhive.EnvWorkerError) as info:
+            env.pool.call("no_such_attribute", env_ids=[3, 1])
+        assert info.value.env_id == 3
+        assert env.pool.call("boom", env_ids=[3, 1]) == (3, 1)

@@ -704,3 +704,26 @@ def test_a_pool_that_failed_to_build_is_collected_quietly(executor, monkeypatch)
         envhive.make(fns, executor=executor)
     gc.collect()
     assert unraisable == []
+
+
+def test_ragged_actions_options_not_a_dict_and_bad_process_settings_are_clear_errors(executor):
+    with envhive.make(lambda: CountingEnv(), 2, executor=executor) as env:
+        env.reset(seed=0)
+        with pytest.raises(envhive.ActionError, match="cannot make into one array"):
+            env.step([[0], [0, 1]])
+        with pytest.raises(envhive.ConfigError, match="options: expected a dict"):
+            env.reset(options=[1, 2])
+        with pytest.raises(envhive.ConfigError, match="options: expected a dict"):
+            env.async_reset(options=[1, 2])
+        env.step(np.zeros(2, np.int64))  # nothing was lost: the pool steps on
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"num_workers": -1}, {"num_workers": 0}, {"num_workers": 1.5}, {"num_workers": True},
+    {"spin_s": -1}, {"spin_s": "1"}, {"step_timeout": "1"}, {"step_timeout": 0},
+])
+def test_process_executor_settings_are_checked(kwargs):
+    from envhive.executors import ProcessExecutor
+
+    with pytest.raises(envhive.ConfigError, match=next(iter(kwargs))):
+        ProcessExecutor(**kwargs)

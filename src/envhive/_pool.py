@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from envhive._arguments import check_options, normalize_seeds
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
 from envhive._buffers import Buffers, BufferSpec, as_index
@@ -47,7 +48,6 @@ from envhive._infos import (
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
-from envhive._seeds import normalize_seeds
 from envhive._spaces import ArrayCodec, tree_map
 from envhive.errors import (
     ActionError,
@@ -195,6 +195,7 @@ class Pool:
             # dtype chars, not kinds: compiled kernels take these (not float16 / long double).
             ints, floats = "bBhHiIlLqQpP", "fd"
             self._act_chars = "?" if codec.boolean else ints if codec.integer else ints + floats
+        self._no_actions = np.empty(0)  # stands for a batch numpy cannot make an array of
         self.closed = False
 
     # ------------------------------------------------------------------ checks
@@ -333,14 +334,11 @@ class Pool:
     ) -> None:
         """A call raised ``err`` with its ops dispatched or half booked: keep the pool usable.
 
-        Ctrl-C (or an env raising ``SystemExit``, or an internal error) can cut a call short
-        anywhere: inside an env, while waiting for workers, between two bookkeeping steps.
-        envhive's own errors leave the books straight (an env error is booked before it is
-        raised), except when ops are still in flight after a sync call or the error came out
-        of dispatch (``always``). Then the pool gives up on everything in flight: the executor
-        drops it (``Executor.discard``), and the envs of the call and every env in flight are
-        marked as needing a reset. Nothing is waited for, so a hung env cannot hang this; the
-        next ``reset()`` (of those envs) works.
+        Ctrl-C (or ``SystemExit``, or a bug) can cut a call short anywhere. envhive's own
+        errors leave the books straight, unless ops are still in flight after a sync call or
+        the error came out of dispatch (``always``). Then the pool gives up on everything in
+        flight (``Executor.discard``) and marks the call's envs and every env in flight as
+        needing a reset. Nothing waits for an env: the next ``reset()`` works.
         """
         if self.closed or isinstance(err, (PendingCallError, ClosedError, NothingPendingError)):
             return  # raised before the call changed anything
@@ -545,6 +543,7 @@ class Pool:
         current observation.
         """
         self._check_sync("reset")
+        check_options(options)
         # Envs get the caller's options minus reset_mask (a copy: the caller's dict is not
         # mutated, unlike gymnasium's), possibly empty, exactly as SyncVectorEnv passes them.
         options = dict(options) if options is not None else None
@@ -576,7 +575,13 @@ class Pool:
                 # written out here, not in a helper, because it runs on every step of the
                 # cheapest envs. A batch of the wrong shape or dtype takes the general path,
                 # which raises the error (errors are raised in one place).
-                arr = actions if type(actions) is np.ndarray else np.asarray(actions)
+                if type(actions) is np.ndarray:
+                    arr = actions
+                else:
+                    try:
+                        arr = np.asarray(actions)
+                    except (ValueError, TypeError):  # ragged: the general path says so
+                        arr = self._no_actions
                 if arr.shape == self._act_batch_shape and arr.dtype.char in self._act_chars:
                     b = self.buffers
                     resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
@@ -683,6 +688,7 @@ class Pool:
         self._check_open()
         ids = self._env_ids(env_id)
         self._check_idle(ids, "async_reset")
+        check_options(options)
         seeds = self._take_seeds(seed, ids)
         try:
             self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)

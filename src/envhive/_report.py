@@ -82,10 +82,12 @@ def safe_str(err: BaseException) -> str:
 
 
 def env_error(call: str, err: Exception, env_id: int) -> EnvWorkerError:
-    """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``) raised
-    ``err``; call it inside the ``except`` block (it records the traceback)."""
+    """The error reported for env ``env_id`` whose ``call`` (``"step"``, ``"reset"``, or a
+    text ending in ``)``) raised ``err``; call it inside the ``except`` block (it records the
+    traceback)."""
+    what = call if call.endswith(")") else f"{call}()"
     return EnvWorkerError(
-        f"{call}() raised {type(err).__name__}: {safe_str(err)}",
+        f"{what} raised {type(err).__name__}: {safe_str(err)}",
         env_id=env_id,
         worker_traceback=traceback.format_exc(),
         cause_type=type(err).__name__,

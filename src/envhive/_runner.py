@@ -382,17 +382,28 @@ class EnvRunner:
         env_ids: Sequence[int] | None = None,
     ) -> list[Any]:
         """``env.get_wrapper_attr(name)`` on each env (or ``env_ids``, pool-wide ids, in that
-        order), called if callable."""
+        order), called if callable. An env that raises makes the call raise an
+        :class:`~envhive.errors.EnvWorkerError` naming that env (the env's exception is its
+        ``__cause__``), on every executor."""
         results = []
-        for env in self._envs_of(env_ids):
-            attr = env.get_wrapper_attr(name)
-            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        ids = range(self.first_id, self.first_id + len(self.envs)) if env_ids is None else env_ids
+        for i, env in zip(ids, self._envs_of(env_ids)):
+            try:
+                attr = env.get_wrapper_attr(name)
+                results.append(attr(*args, **kwargs) if callable(attr) else attr)
+            except Exception as err:
+                raise env_error(f"call({name!r})", err, int(i)) from err
         return results
 
     def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
-        """``env.set_wrapper_attr(name, value)`` on each env of the slice (or ``env_ids``)."""
-        for env, value in zip(self._envs_of(env_ids), values):
-            env.set_wrapper_attr(name, value)
+        """``env.set_wrapper_attr(name, value)`` on each env of the slice (or ``env_ids``);
+        an env that raises: as :meth:`call`."""
+        ids = range(self.first_id, self.first_id + len(self.envs)) if env_ids is None else env_ids
+        for i, env, value in zip(ids, self._envs_of(env_ids), values):
+            try:
+                env.set_wrapper_attr(name, value)
+            except Exception as err:
+                raise env_error(f"set_attr({name!r})", err, int(i)) from err
 
     def close(self) -> None:
         """Close every env; keep going past envs whose close raises."""

@@ -143,7 +143,17 @@ class ArrayCodec(Codec):
         return False
 
     def validate(self, batch: Any, n: int) -> tuple[np.ndarray, str | None]:
-        arr = batch if type(batch) is np.ndarray else np.asarray(batch)
+        if type(batch) is np.ndarray:
+            arr = batch
+        else:
+            try:
+                arr = np.asarray(batch)
+            except (ValueError, TypeError) as err:  # ragged lists, objects numpy cannot take
+                return np.empty(0), (
+                    f"expected a batch of {n} from {self.space} (an array of shape "
+                    f"{(n, *self.shape)}), got a {type(batch).__name__} numpy cannot make into "
+                    f"one array: {err}"
+                )
         want = (n, *self.shape)
         if arr.shape != want:
             return arr, f"expected shape {want} for a batch of {n} from {self.space}, got {arr.shape}"

@@ -19,7 +19,6 @@ every worker (close command, then terminate, then kill) and unlink every segment
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -45,6 +44,7 @@ from envhive.errors import (
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import SharedArena, release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
+from envhive.executors._spawn import affinity_cpus, main_hidden, stop_process
 from envhive.executors._worker import (
     CMD_CALL,
     CMD_CLOSE,
@@ -71,29 +71,6 @@ def default_start_method() -> str:
     single-threaded server, so it is safe and still much faster to start than ``spawn``.
     """
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
-@contextlib.contextmanager
-def _main_hidden() -> Any:
-    """Start processes without making them re-import the user's ``__main__``.
-
-    spawn and forkserver children normally re-run the main script (hence the usual
-    ``if __name__ == "__main__"`` guard). envhive workers never need it: their entry point is
-    in envhive and factories travel cloudpickled by value. Hiding where ``__main__`` lives while
-    starting them makes guard-less scripts and notebooks work.
-    """
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
 
 
 class _Worker:
@@ -137,7 +114,7 @@ class _Shutdown:
             if wk.proc is not None:
                 wk.proc.join(max(0.0, deadline - time.monotonic()))
         for wk in self.workers:
-            _stop_process(wk.proc)
+            stop_process(wk.proc)
             if wk.conn is not None:
                 wk.conn.close()
             release_semaphore(wk.cmd_sem)
@@ -151,24 +128,9 @@ class _Shutdown:
         self.arena.close()
 
 
-def _affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:
-    """The CPUs workers are pinned to, round robin (empty: no pinning); checks the argument."""
-    if cpu_affinity is None or cpu_affinity is False:
-        return []
-    if not hasattr(os, "sched_setaffinity"):
-        raise ConfigError("cpu_affinity: pinning processes to CPUs needs Linux (os.sched_setaffinity)")
-    allowed = sorted(os.sched_getaffinity(0))
-    if cpu_affinity is True:
-        return allowed
-    if isinstance(cpu_affinity, (str, bytes)) or not isinstance(cpu_affinity, Sequence):
-        raise ConfigError(f"cpu_affinity: expected True, None or a list of CPU ids, got {cpu_affinity!r}")
-    cpus = list(cpu_affinity)
-    bad = [c for c in cpus if isinstance(c, bool) or not isinstance(c, int) or c not in allowed]
-    if not cpus or bad:
-        raise ConfigError(
-            f"cpu_affinity: expected CPU ids this process may use ({allowed}), got {cpus!r}"
-        )
-    return cpus
+def _is_number(x: Any) -> bool:
+    """A real number (not a bool, not a string), finite or not."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def _dumps(value: Any, what: str) -> bytes:
@@ -179,17 +141,6 @@ def _dumps(value: Any, what: str) -> bytes:
         raise ConfigError(
             f"{what} cannot be sent to a worker process ({type(err).__name__}: {err})"
         ) from err
-
-
-def _stop_process(proc: Any) -> None:
-    if proc is None:
-        return
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(1.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(1.0)
 
 
 class ProcessExecutor(Executor):
@@ -236,7 +187,7 @@ class ProcessExecutor(Executor):
         parent_slice: bool = False,
         cpu_affinity: bool | Sequence[int] | None = None,
     ) -> None:
-        self._cpus = _affinity_cpus(cpu_affinity)
+        self._cpus = affinity_cpus(cpu_affinity)
         if parent_slice and step_timeout is not None:
             raise ConfigError(
                 "parent_slice=True cannot be combined with step_timeout: an env hung in the "
@@ -246,8 +197,15 @@ class ProcessExecutor(Executor):
             raise ConfigError(
                 f"on_worker_failure: expected 'raise' or 'restart', got {on_worker_failure!r}"
             )
-        if step_timeout is not None and not step_timeout > 0:
+        if step_timeout is not None and not (_is_number(step_timeout) and step_timeout > 0):
             raise ConfigError(f"step_timeout: expected a positive number of seconds, got {step_timeout!r}")
+        if num_workers is not None and (
+            isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer))
+            or num_workers < 1
+        ):
+            raise ConfigError(f"num_workers: expected a positive int or None, got {num_workers!r}")
+        if spin_s is not None and not (_is_number(spin_s) and spin_s >= 0):
+            raise ConfigError(f"spin_s: expected a number of seconds >= 0 or None, got {spin_s!r}")
         method = start_method or default_start_method()
         if method not in mp.get_all_start_methods():
             raise ConfigError(
@@ -337,7 +295,7 @@ class ProcessExecutor(Executor):
             name=f"envhive-worker-{wk.w}",
             daemon=True,
         )
-        with _main_hidden():
+        with main_hidden():
             wk.proc.start()
         child_conn.close()
         wk.conn = parent_conn
@@ -680,7 +638,7 @@ class ProcessExecutor(Executor):
             pending, options = [], None
         wk.busy, wk.calling, wk.discard = None, False, False
         for attempt in range(1, _RESTART_ATTEMPTS + 1):
-            _stop_process(wk.proc)
+            stop_process(wk.proc)
             wk.conn.close()
             # A completion post it may have made before dying is left: a spurious wake-up.
             try:
@@ -709,7 +667,9 @@ class ProcessExecutor(Executor):
             self._dispatch(wk, pending, options)
 
     # ------------------------------------------------------------------ env access
-    def _roundtrip(self, messages: dict[int, bytes]) -> dict[int, Any]:
+    def _roundtrip(
+        self, messages: dict[int, bytes], order: Sequence[int] | None = None
+    ) -> dict[int, Any]:
         """Send one CALL message to each worker in ``messages`` (keyed by slice) and gather
         the replies."""
         self._check_usable()
@@ -732,12 +692,19 @@ class ProcessExecutor(Executor):
                     replies[wk.w] = cloudpickle.loads(message)
             for w in list(self._failed_calls):
                 replies[w] = ("died", self._failed_calls.pop(w))
-        for tag, value in replies.values():
-            if tag == "died":
-                raise value
-        for tag, value in replies.values():
-            if tag == "error":
-                raise value
+        # A dead worker first; else the env error of the env that comes first in the
+        # caller's order (``order``, default env order), as the serial executor would raise.
+        for w in sorted(replies):
+            if replies[w][0] == "died":
+                raise replies[w][1]
+        errors = [value for tag, value in replies.values() if tag == "error"]
+        if errors:
+            rank = {int(i): k for k, i in enumerate(order if order is not None else self._map.all_ids)}
+
+            def position(err: BaseException) -> int:
+                return rank.get(getattr(err, "env_id", None), -1)  # type: ignore[arg-type]
+
+            raise min(errors, key=position)
         return {w: value for w, (tag, value) in replies.items()}
 
     def call(
@@ -749,7 +716,7 @@ class ProcessExecutor(Executor):
             w: _dumps((name, args, kwargs, None, ids), f"the arguments of call({name!r})")
             for w, ids in groups.items() if w in self._by_slice
         }
-        replies = self._roundtrip(messages)
+        replies = self._roundtrip(messages, env_ids)
         if self._inline is not None and 0 in groups:
             replies[0] = self._inline.call(name, args, kwargs, groups[0])
         return self._map.ordered(env_ids, groups, replies)
@@ -764,7 +731,7 @@ class ProcessExecutor(Executor):
             w: _dumps((name, (), {}, [value_of[i] for i in ids], ids), f"the values of set_attr({name!r})")
             for w, ids in groups.items() if w in self._by_slice
         }
-        self._roundtrip(messages)
+        self._roundtrip(messages, env_ids)
         if self._inline is not None and 0 in groups:
             self._inline.set_attr(name, [value_of[i] for i in groups[0]], groups[0])
 

@@ -76,8 +76,7 @@ class Executor(ABC):
     ) -> list[Any]:
         """Call (or read) an attribute on the envs ``env_ids`` (``None``: every env, in env
         order); one result per id, in the order of ``env_ids``. An env that raises makes the
-        call raise: today serial and thread pass the env's own exception through, process
-        workers an :class:`~envhive.errors.EnvWorkerError` (one rule for all is issue 12's)."""
+        call raise an :class:`~envhive.errors.EnvWorkerError` naming that env."""
 
     @abstractmethod
     def set_attr(

@@ -1,20 +1,21 @@
-"""Seeds as ``make(seed=...)`` and ``reset(seed=...)`` take them: one per env, or none.
+"""Checks of what users pass to the pool's calls: seeds and reset options.
 
 Examples:
     >>> normalize_seeds(7, 2)
     [7, 8]
+    >>> check_options({"mode": 1})
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from envhive.errors import ConfigError
 
-__all__ = ["normalize_seeds"]
+__all__ = ["normalize_seeds", "check_options"]
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -45,3 +46,11 @@ def normalize_seeds(seed: Any, n: int) -> list[int | None]:
             raise ConfigError(f"seed for env {i}: expected a non-negative int or None, got {s!r}")
         seeds[i] = int(s)
     return seeds
+
+
+def check_options(options: Any) -> None:
+    """Reset options must be a dict (or ``None``), as gymnasium's ``reset`` takes them."""
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(
+            f"options: expected a dict (or None), got {type(options).__name__}; nothing was reset"
+        )
