@@ -3,7 +3,7 @@
 Each of ``num_workers`` processes owns a contiguous slice of envs, built inside it from
 cloudpickled factories. The pool's buffers live in shared memory, and workers write results in
 place and read their actions there. A command is a few integers in a shared control block plus
-one semaphore post. A completion is a flag plus a post back. Only infos, env errors and
+one semaphore post. A completion is a sequence number plus a post back. Only infos, env errors and
 object-typed observations go through a pipe, and only when there are some.
 
 Faults: an env exception comes back as an :class:`~envhive.errors.EnvWorkerError` with the env

@@ -242,7 +242,7 @@ def _serve(
 
 
 def _post(ctrl: Control, w: int, done_sem: Any, conn: Any, message: bytes | None) -> None:
-    """Report a finished command: flags, the completion post, then the message, if any.
+    """Report a finished command: its sequence number, the completion post, then the message, if any.
 
     The post comes *before* the message. The parent reads the pipe only after it has taken
     the post, and a pipe holds a few hundred KB: a worker that wrote a larger message first
