@@ -170,3 +170,24 @@ def test_ctrl_c_during_native_steps():
     for _ in range(5):
         env.step(np.zeros(64, np.int64))
     env.close()
+
+
+def test_a_worker_killed_while_running_an_interrupted_step():
+    """Ctrl-C during a step leaves the worker running a discarded command; the worker is
+    then killed (restart mode). The reset queued behind it must still go out and finish."""
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make([functools.partial(SlowEnv, i, sleep=1.0) for i in range(4)], executor=ex)
+    env.reset(seed=0)
+    timer = sigint_after(0.2)
+    with pytest.raises(KeyboardInterrupt):
+        env.step(np.zeros(4, np.int64))
+    timer.join()
+    victim = ex.worker_pids()[0]
+    killer = threading.Timer(0.2, os.kill, (victim, signal.SIGKILL))
+    killer.start()
+    obs, info = env.reset(seed=0)  # queued behind the discarded step on both workers
+    killer.join()
+    assert obs[:, 2].tolist() == [0, 0, 0, 0]
+    obs, *_ = env.step(np.zeros(4, np.int64))
+    assert obs[:, 2].tolist() == [1, 1, 1, 1]
+    env.close()

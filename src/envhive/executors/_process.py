@@ -545,7 +545,8 @@ class ProcessExecutor(Executor):
     def _take_post(self) -> bool:
         """Take one completion post: poll while waits are short (SpinPolicy), then block,
         checking worker liveness and step timeouts every ``_POLL_S``. False (no post taken)
-        when a call's worker failed and was rebuilt: no post will come for it."""
+        when no post will come: a call's worker failed and was rebuilt, or no worker is busy
+        any more (one rebuilt while running a discarded command)."""
         sem = self._done_sem
         start = time.perf_counter()
         if not self._spin.poll(sem):
@@ -555,6 +556,8 @@ class ProcessExecutor(Executor):
                     return False
                 if self._finished():
                     break  # finished without a post left to take (an interrupted sweep took it)
+                if not any(wk.busy is not None for wk in self._state.workers):
+                    return False  # a worker rebuilt meanwhile has nothing to run: stop waiting
         self._spin.observe(time.perf_counter() - start)
         return True
 
@@ -665,6 +668,8 @@ class ProcessExecutor(Executor):
         if pending:
             # Resent with the command's reset options: a reset with options gets them.
             self._dispatch(wk, pending, options)
+        elif wk.queue:  # its running command was discarded; what was queued behind it goes out
+            self._dispatch(wk, *wk.queue.pop(merge=True))
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(
