@@ -340,7 +340,10 @@ class Pool:
         flight (``Executor.discard``) and marks the call's envs and every env in flight as
         needing a reset. Nothing waits for an env: the next ``reset()`` works.
         """
-        if self.closed or isinstance(err, (PendingCallError, ClosedError, NothingPendingError)):
+        if isinstance(err, ClosedError) and not self.closed:
+            self.close()  # the executor shut itself down (a worker could not be rebuilt)
+            return
+        if self.closed or isinstance(err, (PendingCallError, NothingPendingError)):
             return  # raised before the call changed anything
         if not always and isinstance(err, EnvhiveError) and not (
             sync and (self._in_flight or self._ready)

@@ -469,3 +469,24 @@ def test_a_worker_dying_while_building_at_make_is_a_worker_died_error(tmp_path):
         envhive.make([lambda i=i: _dies_when_flagged(flag, i) for i in range(2)],
                      executor=ProcessExecutor(2))
     assert info.value.exitcode == 7
+
+
+def test_arrays_handed_out_stay_valid_after_close():
+    """copy=False observations (and the pool's own buffers) point into shared memory; after
+    close() they must stay readable and writable, never a crash (run in a child process: a
+    regression would be a segfault)."""
+    code = textwrap.dedent("""
+        import gc, numpy as np, envhive
+        from envhive.testing import CountingEnv
+        env = envhive.make(CountingEnv, 4, executor="process", copy=False)
+        obs, _ = env.reset(seed=0)
+        pool = env.pool
+        env.close()
+        gc.collect()
+        total = int(obs.sum())
+        pool.buffers.ops[:] = 1
+        print("ok", total)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok")

@@ -111,7 +111,7 @@ class _Shutdown:
                     pass
         deadline = time.monotonic() + 2.0
         for wk in self.workers:
-            if wk.proc is not None:
+            if wk.proc is not None and wk.proc.pid is not None:  # started (a start can be cut short)
                 wk.proc.join(max(0.0, deadline - time.monotonic()))
         for wk in self.workers:
             stop_process(wk.proc)

@@ -68,8 +68,16 @@ class SharedArena:
         self._counter += 1
         seg = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
         self._segments.append(seg)
-        self.specs.append(ArraySpec(seg.name, tuple(shape), dtype.str))
-        array = np.ndarray(shape, dtype=dtype, buffer=seg.buf)
+        spec = ArraySpec(seg.name, tuple(shape), dtype.str)
+        self.specs.append(spec)
+        # The array gets a mapping of its own, owned by the array (as in the workers), and
+        # SharedMemory's mapping is closed at once. numpy does not hold a buffer export on
+        # seg.buf, so closing seg later would unmap memory arrays still point at: anything
+        # touching a pool's arrays after close() (the pool itself after an interrupted call,
+        # a user's copy=False observation) would crash. Now the memory lives as long as the
+        # last array over it, and close() only unlinks the name.
+        (array,) = attach_arrays([spec])
+        seg.close()
         array.fill(0)
         return array
 
@@ -80,11 +88,6 @@ class SharedArena:
             try:
                 seg.unlink()
             except FileNotFoundError:
-                pass
-            try:
-                seg.close()
-            except BufferError:
-                # numpy views still export the buffer; the mapping is freed with them.
                 pass
 
 

@@ -61,7 +61,7 @@ def affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:
 
 
 def stop_process(proc: Any) -> None:
-    if proc is None:
+    if proc is None or proc.pid is None:  # never started (a start can be cut short)
         return
     if proc.is_alive():
         proc.terminate()
