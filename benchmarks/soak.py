@@ -130,8 +130,12 @@ def one_round(rng: random.Random, stats: dict[str, int], dog: Watchdog, until: f
                 stats["ops"] += 1
             except KeyboardInterrupt:
                 stats["interrupted"] += 1
-                with dog:
-                    env.reset()
+                try:
+                    with dog:
+                        env.reset()
+                except KeyboardInterrupt:  # its own timer fired late: once more
+                    with dog:
+                        env.reset()
             except envhive.EnvhiveError as err:
                 stats[f"error:{type(err).__name__}"] = stats.get(f"error:{type(err).__name__}", 0) + 1
                 if env.closed:

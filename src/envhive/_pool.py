@@ -756,17 +756,15 @@ class Pool:
         kwargs: dict[str, Any] | None = None,
         env_ids: Any = None,
     ) -> tuple[Any, ...]:
-        """Call (or read) ``name`` on every env, or on ``env_ids`` (results in their order).
-
-        A method is called with ``args``/``kwargs``; an attribute that is not callable is
-        returned as is (``VectorEnv.call``/``get_attr``, SB3's ``env_method(indices=...)``).
-        """
+        """Call (or read) ``name`` on every env, or on ``env_ids`` (results in their order):
+        a method with ``args``/``kwargs``, an attribute as is (SB3's ``env_method``)."""
         self._check_sync("call")
-        kwargs = dict(kwargs or {})
-        if env_ids is None:
-            return tuple(self.executor.call(name, tuple(args), kwargs))
-        ids = self._env_ids(env_ids).tolist()
-        return tuple(self.executor.call(name, tuple(args), kwargs, ids))
+        ids = None if env_ids is None else self._env_ids(env_ids).tolist()
+        try:
+            return tuple(self.executor.call(name, tuple(args), dict(kwargs or {}), ids))
+        except BaseException as err:  # a cut-short call leaves replies in flight: drop them
+            self._cut_short(err, self._all[:0], sync=False)
+            raise
 
     def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
         """Set ``name`` on every env (or ``env_ids``): a list/tuple gives one value per env,
@@ -778,10 +776,11 @@ class Pool:
             values = [values] * count
         if len(values) != count:
             raise ConfigError(f"set_attr({name!r}): expected {count} values (one per env), got {len(values)}")
-        if ids is None:
-            self.executor.set_attr(name, list(values))
-        else:
+        try:
             self.executor.set_attr(name, list(values), ids)
+        except BaseException as err:
+            self._cut_short(err, self._all[:0], sync=False)
+            raise
 
     def __del__(self) -> None:
         # The pool, not its front end, owns the executor: a pool kept alone (``env.pool``)

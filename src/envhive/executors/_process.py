@@ -437,9 +437,19 @@ class ProcessExecutor(Executor):
 
     def _read(self, wk: _Worker) -> bytes | None:
         """The message ``wk`` announced with its completion; ``None`` if it died meanwhile
-        (then it was failed: rebuilt with its command resent, or the executor shut down)."""
+        (then it was failed: rebuilt with its command resent, or the executor shut down).
+
+        Read whole or not at all: SIGINT is held until the message is read and its flag
+        cleared (a Ctrl-C in the middle of a large message would leave the rest in the pipe,
+        and a Ctrl-C between the read and the flag would make the next collect read again).
+        """
+        ctrl = self._ctrl
+        assert ctrl is not None
         try:
-            return wk.conn.recv_bytes()
+            with deferred_interrupts():
+                message = wk.conn.recv_bytes()
+                ctrl.done_msg[wk.w] = 0
+            return message
         except (EOFError, OSError):
             wk.proc.join(1.0)
             self._fail(wk, "died")
@@ -472,9 +482,10 @@ class ProcessExecutor(Executor):
         the first-finished sweep), which a sync call never needs: nothing else is in flight.
         """
         self._check_usable()
+        workers = self._state.workers
+        self._drain_discarded()
         out = Completion()
         groups = self._map.all_groups
-        workers = self._state.workers
         for wk in workers:
             self._dispatch(wk, groups[wk.w][1], options)
         if self._inline is not None:
@@ -491,9 +502,16 @@ class ProcessExecutor(Executor):
         self._inline_queue.clear()
         for wk in self._state.workers:
             wk.queue.clear()
-            if wk.busy is not None and not wk.calling:
+            if wk.busy is not None:  # a RUN or a CALL: its reply is read and dropped
                 wk.discard = True
                 self._restarts.forget(wk.busy)
+
+    def _drain_discarded(self) -> None:
+        """Before a call that addresses every worker at once (fused sync call, CALL): wait for
+        the commands a Ctrl-C made the pool give up on (``discard``), and drop them."""
+        while any(wk.busy is not None for wk in self._state.workers):
+            for wk in self._wait_some():
+                self._collect(wk, Completion())
 
     def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
         """Collect a finished worker's results and start its next queued command, if any."""
@@ -572,10 +590,9 @@ class ProcessExecutor(Executor):
             message = self._read(wk)
             if message is None:
                 return 0  # it died mid-message and was rebuilt: its command runs again
-            ctrl.done_msg[wk.w] = 0  # read: collecting this command again reads nothing
         ids, wk.busy = wk.busy or [], None
         if wk.discard:  # the pool gave up on this command (discard): drop its results
-            wk.discard = False
+            wk.discard = wk.calling = False
             return 0
         if message is not None:
             infos, finals, errors, objects, final_objects = cloudpickle.loads(message)
@@ -650,13 +667,16 @@ class ProcessExecutor(Executor):
                 self._bind_worker(wk)
                 break
             except BaseException as err:
-                if attempt < _RESTART_ATTEMPTS and isinstance(err, Exception):
+                if not isinstance(err, Exception):
+                    # Ctrl-C during the rebuild: leave the worker dead (its next command finds
+                    # it so and rebuilds it) rather than shut the executor down.
+                    stop_process(wk.proc)
+                    raise
+                if attempt < _RESTART_ATTEMPTS:
                     continue  # a replacement that died while starting: try again
                 # It keeps failing (a factory that now raises, no memory left): there is no
                 # slice to go on with. Shut down cleanly and say why, as raise mode would.
                 self.close()
-                if not isinstance(err, Exception):
-                    raise
                 raise WorkerDiedError(
                     f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) could not be rebuilt "
                     f"({_RESTART_ATTEMPTS} attempts; last: {type(err).__name__}: {err}); the "
@@ -680,6 +700,7 @@ class ProcessExecutor(Executor):
         self._check_usable()
         ctrl = self._ctrl
         assert ctrl is not None
+        self._drain_discarded()
         targets = [wk for wk in self._state.workers if wk.w in messages]
         for wk in targets:
             ctrl.kind[wk.w] = CMD_CALL
@@ -692,7 +713,6 @@ class ProcessExecutor(Executor):
             for wk in self._wait_some():
                 message = self._read(wk)
                 if message is not None:
-                    ctrl.done_msg[wk.w] = 0
                     wk.busy, wk.calling = None, False
                     replies[wk.w] = cloudpickle.loads(message)
             for w in list(self._failed_calls):
