@@ -500,6 +500,7 @@ class ProcessExecutor(Executor):
         # Queued commands never go out; a running one finishes and is collected as usual
         # (keeping the pipe and the sequence numbers in step), its results dropped.
         self._inline_queue.clear()
+        self._failed_calls.clear()  # a call cut short: nobody will raise its worker's failure
         for wk in self._state.workers:
             wk.queue.clear()
             if wk.busy is not None:  # a RUN or a CALL: its reply is read and dropped
