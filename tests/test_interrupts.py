@@ -84,29 +84,26 @@ def assert_fresh_and_usable(env, n=4):
         assert obs[:, 2].tolist() == [t] * n  # no stale result from the interrupted call
 
 
-@pytest.mark.parametrize("delay", [0.005, 0.031, 0.077])
+def _steps(env):
+    env.step(np.zeros(4, np.int64))
+
+
+def _resets(env):
+    env.reset()
+    env.step(np.zeros(4, np.int64))
+
+
+@pytest.mark.parametrize(("what", "delay"), [
+    (_steps, 0.005), (_steps, 0.031), (_steps, 0.077), (_resets, 0.01),
+], ids=["step-5ms", "step-31ms", "step-77ms", "reset-10ms"])
 @pytest.mark.parametrize("name", list(EXECUTORS))
-def test_ctrl_c_during_steps(name, delay):
+def test_ctrl_c_during_steps_and_resets(name, what, delay):
     env = make(name)
     env.reset(seed=0)
     timer = sigint_after(delay)
     with pytest.raises(KeyboardInterrupt):
         for _ in range(10_000):
-            env.step(np.zeros(4, np.int64))
-    timer.join()
-    assert_fresh_and_usable(env)
-    env.close()
-
-
-@pytest.mark.parametrize("name", list(EXECUTORS))
-def test_ctrl_c_during_reset(name):
-    env = make(name)
-    env.reset(seed=0)
-    timer = sigint_after(0.01)
-    with pytest.raises(KeyboardInterrupt):
-        for _ in range(10_000):
-            env.reset()
-            env.step(np.zeros(4, np.int64))
+            what(env)
     timer.join()
     assert_fresh_and_usable(env)
     env.close()
