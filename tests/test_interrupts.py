@@ -49,6 +49,14 @@ class SlowEnv(CountingEnv):
         return super().step(action)
 
 
+def _nap(env, seconds):
+    time.sleep(seconds)
+    return env.tag
+
+
+SlowEnv.nap = _nap
+
+
 class OddError(Exception):
     def __str__(self):
         raise RuntimeError("str() of this exception raises")
@@ -185,6 +193,24 @@ def test_a_worker_killed_while_running_an_interrupted_step():
     obs, info = env.reset(seed=0)  # queued behind the discarded step on both workers
     killer.join()
     assert obs[:, 2].tolist() == [0, 0, 0, 0]
+    obs, *_ = env.step(np.zeros(4, np.int64))
+    assert obs[:, 2].tolist() == [1, 1, 1, 1]
+    env.close()
+
+
+def test_an_interrupted_call_whose_worker_then_dies():
+    """Ctrl-C during a call, then the worker still running the dropped call is killed: the
+    next calls and steps get their own replies (not the dead call's failure, nor its reply)."""
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    env = envhive.make([functools.partial(SlowEnv, i, sleep=0.0) for i in range(4)], executor=ex)
+    env.reset(seed=0)
+    timer = sigint_after(0.2)
+    with pytest.raises(KeyboardInterrupt):
+        env.call("nap", 2.0)
+    timer.join()
+    os.kill(ex.worker_pids()[1], signal.SIGKILL)
+    assert env.call("nap", 0.0) == (0, 1, 2, 3)
+    env.reset(seed=0)
     obs, *_ = env.step(np.zeros(4, np.int64))
     assert obs[:, 2].tolist() == [1, 1, 1, 1]
     env.close()

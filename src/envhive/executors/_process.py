@@ -636,7 +636,7 @@ class ProcessExecutor(Executor):
             what = f"died with exit code {code}{sig} while running {doing}"
         error = StepTimeoutError if how == "hung" else WorkerDiedError
         if self.on_worker_failure == "restart":
-            if wk.calling:
+            if wk.calling and not wk.discard:  # a discarded call has nobody to raise to
                 # A call's result is lost with its worker, and a rebuilt env is not the one
                 # it asked: the call raises (once its other workers replied), the pool goes on.
                 self._failed_calls[wk.w] = error(
@@ -717,7 +717,9 @@ class ProcessExecutor(Executor):
                     wk.busy, wk.calling = None, False
                     replies[wk.w] = cloudpickle.loads(message)
             for w in list(self._failed_calls):
-                replies[w] = ("died", self._failed_calls.pop(w))
+                failure = self._failed_calls.pop(w)
+                if w in messages:  # one of this call's workers
+                    replies[w] = ("died", failure)
         # A dead worker first; else the env error of the env that comes first in the
         # caller's order (``order``, default env order), as the serial executor would raise.
         for w in sorted(replies):
