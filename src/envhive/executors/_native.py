@@ -34,7 +34,7 @@ from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
 from envhive.engines import Engine, StepAllResult
 from envhive.errors import ConfigError
-from envhive.executors._protocol import Executor
+from envhive.executors._protocol import RunsInSend
 
 __all__ = ["NativeExecutor", "is_native_factory"]
 
@@ -44,7 +44,7 @@ def is_native_factory(factory: Any) -> bool:
     return callable(getattr(factory, "native_engine", None))
 
 
-class NativeExecutor(Executor):
+class NativeExecutor(RunsInSend):
     """Steps a batch of compiled envs with one compiled call per ``send``.
 
     Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
@@ -115,15 +115,6 @@ class NativeExecutor(Executor):
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._live().run(env_ids.astype(np.int64, copy=False), options, self._done)
-
-    def recv(self, min_count: int) -> Completion:
-        # Every sent op already ran inside send(): hand over all of them.
-        done, self._done = self._done, Completion()
-        return done
-
-    def discard(self) -> None:
-        # Ops run inside send(): an interrupted one left at most some finished results here.
-        self._done = Completion()
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -22,7 +22,7 @@ from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
 from envhive.errors import ConfigError
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "RunsInSend"]
 
 
 class Executor(ABC):
@@ -120,3 +120,17 @@ class Executor(ABC):
             )
         self._claimed = True
 
+
+class RunsInSend(Executor):
+    """Base of executors that run every op inside ``send`` (serial, native): finished ops
+    wait in ``self._done`` until ``recv`` hands them all over."""
+
+    _done: Completion
+
+    def recv(self, min_count: int) -> Completion:
+        done, self._done = self._done, Completion()
+        return done
+
+    def discard(self) -> None:
+        # An interrupted send left at most some finished results here: nothing runs later.
+        self._done = Completion()

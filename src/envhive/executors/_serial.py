@@ -10,12 +10,12 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps, env_props
 from envhive._runner import EnvRunner, build_envs
-from envhive.executors._protocol import Executor
+from envhive.executors._protocol import RunsInSend
 
 __all__ = ["SerialExecutor"]
 
 
-class SerialExecutor(Executor):
+class SerialExecutor(RunsInSend):
     """Runs all envs in the calling thread, one after another, on ``send``.
 
     It is the reference semantics: the conformance suite proves every other executor gives
@@ -48,15 +48,6 @@ class SerialExecutor(Executor):
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         assert self._runner is not None
         self._runner.run(env_ids.tolist(), options, self._done)
-
-    def recv(self, min_count: int) -> Completion:
-        # Every sent op already ran inside send(): hand over all of them.
-        done, self._done = self._done, Completion()
-        return done
-
-    def discard(self) -> None:
-        # Ops run inside send(): an interrupted one left at most some finished results here.
-        self._done = Completion()
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
