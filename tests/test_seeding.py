@@ -160,3 +160,102 @@ def test_reproducible_on_every_executor(executor, autoreset):
     assert_same_transcript(ref, got)
     np.testing.assert_array_equal(np.stack(ref_samples), np.stack(got_samples))
     assert_same_transcript(got, run(executor)[0])  # and run to run
+
+
+# ---------------------------------------------------------------- seeds of any size
+BIG = [2**63, 2**64 + 1, 2**128 + 7, 3]  # np.random.SeedSequence().entropy is 128 bits
+
+
+def executors_and_slices():
+    return [*available_executors(), "process-parent-slice"]
+
+
+def make_on(executor: str, fn, n: int, **kw):
+    if executor == "process-parent-slice":
+        from envhive.executors import ProcessExecutor
+
+        return envhive.make(fn, n, executor=ProcessExecutor(num_workers=2, parent_slice=True), **kw)
+    return envhive.make(fn, n, executor=executor, **kw)
+
+
+@pytest.mark.parametrize("executor", executors_and_slices())
+def test_seeds_beyond_int64_reach_every_env_exactly(executor):
+    fn = lambda: SeedLog(tag=0)
+    with make_on(executor, fn, 4, seed=BIG, batch_size=1) as env:
+        env.reset()
+        env.reset(seed=2**100)
+        env.async_reset(np.array([2]), seed=[None, None, 2**70, None])
+        env.recv()
+        env.reset(seed=[2**64, None, 5, 2**65])
+        assert env.get_attr("seeds") == (
+            [BIG[0], 2**100, 2**64],
+            [BIG[1], 2**100 + 1, None],
+            [BIG[2], 2**100 + 2, 2**70, 5],
+            [BIG[3], 2**100 + 3, 2**65],
+        )
+        # An autoreset after a big-seeded reset is unseeded (no stale big seed is reused).
+        for _ in range(6):
+            env.step(np.zeros(4, np.int64))
+        assert [s[-1] for s in env.get_attr("seeds")] == [None] * 4
+
+
+@pytest.mark.parametrize("executor", executors_and_slices())
+def test_big_seeds_match_gymnasium(executor):
+    import gymnasium as gym
+
+    seeds = [2**63, 2**64 - 1, 2**200 + 1]
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    want, _ = ref.reset(seed=seeds)
+    with make_on(executor, "CartPole-v1", 3, seed=seeds) as env:
+        np.testing.assert_array_equal(env.reset()[0], want)
+        np.testing.assert_array_equal(env.reset(seed=seeds)[0], want)
+    ref.close()
+
+
+def test_big_seeds_match_gymnasium_on_native_kernels():
+    import gymnasium as gym
+
+    seeds = [2**63 + 11, 2**90, 1]
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    want, _ = ref.reset(seed=seeds)
+    with envhive.make("envhive/CartPole-v1", 3, seed=seeds) as env:
+        np.testing.assert_array_equal(env.reset()[0], want)
+    ref.close()
+
+
+class FlakyReset(SeedLog):
+    """A SeedLog whose first reset raises ``error`` (once)."""
+
+    def __init__(self, error: type[BaseException] | None = None) -> None:
+        super().__init__(tag=0)
+        self.error = error
+
+    def reset(self, *, seed=None, options=None):
+        if self.error is not None:
+            error, self.error = self.error, None
+            self.seeds.append(("raised", seed))
+            raise error("first reset fails")
+        return super().reset(seed=seed, options=options)
+
+
+@pytest.mark.parametrize("executor", available_executors())
+def test_make_seed_survives_a_failed_first_reset(executor):
+    fns = [FlakyReset, lambda: FlakyReset(RuntimeError), FlakyReset]
+    with envhive.make(fns, seed=2**64, executor=executor) as env:
+        with pytest.raises(envhive.EnvWorkerError):
+            env.reset()
+        env.reset()  # env 1 retries with its make seed; envs 0 and 2 were reset already
+        assert env.get_attr("seeds") == (
+            [2**64, None],
+            [("raised", 2**64 + 1), 2**64 + 1],
+            [2**64 + 2, None],
+        )
+
+
+def test_make_seed_survives_an_interrupted_first_reset():
+    fns = [FlakyReset, lambda: FlakyReset(KeyboardInterrupt), FlakyReset]
+    with envhive.make(fns, seed=7, executor="serial") as env:
+        with pytest.raises(KeyboardInterrupt):
+            env.reset()
+        env.reset()  # nothing was confirmed started: every env gets its make seed again
+        assert env.get_attr("seeds") == ([7, 7], [("raised", 8), 8], [9])

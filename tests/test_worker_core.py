@@ -134,3 +134,39 @@ def test_close_closes_the_envs():
 def test_commands_are_frozen():
     with pytest.raises(AttributeError):
         Run([0]).ids = [1]  # type: ignore[misc]
+
+
+class SeedRecorder(CountingEnv):
+    def reset(self, *, seed=None, options=None):
+        self.last_seed = seed
+        return super().reset(seed=seed, options=options)
+
+
+def test_big_seeds_travel_with_the_run_command_to_slice_local_buffers():
+    # Seeds beyond int64 do not fit the shared seeds column: the transport carries them in the
+    # command, keyed by pool-wide env id; a slice-local core files them under its own rows.
+    fns = [functools.partial(SeedRecorder, tag=k) for k in range(2)]
+    envs = build_envs(fns, 3)  # envs 3 and 4 of a pool
+    pool = Buffers.allocate(BufferSpec(5, envs[0].observation_space, envs[0].action_space))
+    local = Buffers.allocate(pool.slice_spec(2))
+    link = Loopback(WorkerCore(EnvRunner(envs, 3), local, local=True))
+    pool.ops[3:5] = RESET
+    pool.put_seed(3, 2**64 + 9)
+    pool.put_seed(4, 11)
+    pool.copy_rows(local, slice(3, 5), slice(0, 2), ("ops", "seeds", "has_seed"))
+    local.big_seeds.clear()  # only the command carries them across a process boundary
+    link.send(Run([3, 4], big_seeds=pool.big_seeds_of([3, 4])))
+    assert [e.last_seed for e in link.core.runner.envs] == [2**64 + 9, 11]
+
+
+def test_copy_rows_carries_big_seeds():
+    spec = BufferSpec(4, spaces.Box(0, 1, (1,)), spaces.Discrete(2))
+    pool, local = Buffers.allocate(spec), Buffers.allocate(BufferSpec(2, spec.observation_space, spec.action_space))
+    pool.put_seed(2, 2**70)
+    pool.put_seed(3, 2**80)
+    pool.copy_rows(local, np.array([3, 2]), slice(0, 2), ("seeds", "has_seed"))
+    assert [local.seed_of(0), local.seed_of(1)] == [2**80, 2**70]
+    pool.put_seed(2, 5)  # a small seed replaces a big one
+    assert pool.seed_of(2) == 5 and 2 not in pool.big_seeds
+    assert pool.big_seeds_of([2, 3]) == {3: 2**80}
+    assert pool.big_seeds_of([3], ids=[13]) == {13: 2**80}

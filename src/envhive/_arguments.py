@@ -15,7 +15,7 @@ import numpy as np
 
 from envhive.errors import ConfigError
 
-__all__ = ["normalize_seeds", "check_options"]
+__all__ = ["normalize_seeds", "check_options", "reset_mask_ids"]
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -54,3 +54,18 @@ def check_options(options: Any) -> None:
         raise ConfigError(
             f"options: expected a dict (or None), got {type(options).__name__}; nothing was reset"
         )
+
+
+def reset_mask_ids(mask: Any, n: int) -> np.ndarray:
+    """The env ids of ``options["reset_mask"]``: a bool array of shape ``(n,)``, not all False.
+
+    Examples:
+        >>> reset_mask_ids(np.array([False, True, True]), 3).tolist()
+        [1, 2]
+    """
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
+        got = f"{type(mask).__name__} {getattr(mask, 'dtype', '')} {getattr(mask, 'shape', '')}"
+        raise ConfigError(f"options['reset_mask']: expected a bool array of shape ({n},), got {got}")
+    if not mask.any():
+        raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
+    return np.flatnonzero(mask)

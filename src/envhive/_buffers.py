@@ -40,6 +40,11 @@ INPUT_FIELDS = ("ops", "seeds", "has_seed", "actions")
 OUTPUT_FIELDS = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
+_INT64_MAX = 2**63 - 1
+#: The ``seeds`` column entry of a seed too large for it (seeds are never negative).
+_BIG_SEED = -1
+
+
 def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.zeros(shape, dtype=dtype)
 
@@ -124,6 +129,12 @@ class Buffers:
     ``ops``, ``seeds`` and ``has_seed`` are the command block the pool fills before ``send``;
     ``actions`` holds the actions of the envs being stepped. ``final_obs`` exists only when the
     pool may issue ``STEP_RESET`` (``spec.with_final_obs``).
+
+    Seeds are Python ints of any size, as gymnasium takes them (``np.random.SeedSequence``
+    gives 128-bit ones). The ``seeds`` column holds those that fit an int64; a larger one
+    lives in ``big_seeds`` (a dict by row, not shared memory: a transport that crosses a
+    process boundary carries it with the command) and its column entry is ``-1``. Write and
+    read them with :meth:`put_seed` and :meth:`seed_of`.
     """
 
     spec: BufferSpec
@@ -138,6 +149,7 @@ class Buffers:
     ops: np.ndarray
     seeds: np.ndarray
     has_seed: np.ndarray
+    big_seeds: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros) -> Buffers:
@@ -161,6 +173,47 @@ class Buffers:
             seeds=alloc((n,), np.dtype(np.int64)),
             has_seed=alloc((n,), np.dtype(np.bool_)),
         )
+
+    def put_seed(self, row: int, seed: int | None) -> None:
+        """Seed the RESET op of ``row`` with ``seed`` (any non-negative int), or with none.
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(2, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.put_seed(0, 2**64 + 5); b.put_seed(1, 7)
+            >>> b.seed_of(0) == 2**64 + 5, b.seed_of(1), int(b.seeds[0])
+            (True, 7, -1)
+            >>> b.put_seed(0, None); b.seed_of(0), b.big_seeds
+            (None, {})
+        """
+        self.has_seed[row] = seed is not None
+        if seed is not None and seed > _INT64_MAX:
+            self.seeds[row] = _BIG_SEED
+            self.big_seeds[row] = seed
+        else:
+            self.seeds[row] = 0 if seed is None else seed
+            if self.big_seeds:
+                self.big_seeds.pop(row, None)
+
+    def seed_of(self, row: int) -> int | None:
+        """The seed of ``row``'s RESET op (a Python int), or ``None`` for an unseeded one."""
+        if not self.has_seed[row]:
+            return None
+        seed = int(self.seeds[row])
+        return seed if seed != _BIG_SEED else self.big_seeds[row]
+
+    def big_seeds_of(self, rows: Any, ids: Any = None) -> dict[int, int] | None:
+        """The big seeds (those beyond int64) in use by ``rows``, keyed by ``ids`` (default:
+        the rows); ``None`` when there are none: what a transport sends with a command."""
+        big = self.big_seeds
+        if not big:
+            return None
+        keys = rows if ids is None else ids
+        found = {
+            k: big[r] for r, k in zip(rows, keys)
+            if r in big and self.has_seed[r] and self.seeds[r] == _BIG_SEED
+        }
+        return found or None
 
     def slice_spec(self, num_envs: int) -> BufferSpec:
         """This layout with ``num_envs`` rows: the spec of a worker's slice-local buffers."""
@@ -188,6 +241,12 @@ class Buffers:
         def copy(src: np.ndarray, out: np.ndarray) -> None:
             out[dst_rows] = src[src_rows]
 
+        if "seeds" in fields and self.big_seeds:
+            src_idx = np.arange(self.spec.num_envs)[src_rows].tolist()
+            dst_idx = np.arange(dst.spec.num_envs)[dst_rows].tolist()
+            for s, d in zip(src_idx, dst_idx):
+                if s in self.big_seeds:
+                    dst.big_seeds[d] = self.big_seeds[s]
         for name in fields:
             src, out = getattr(self, name), getattr(dst, name)
             if src is None or out is None:

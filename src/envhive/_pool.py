@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envhive._arguments import check_options, normalize_seeds
+from envhive._arguments import check_options, normalize_seeds, reset_mask_ids
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
 from envhive._buffers import Buffers, BufferSpec, as_index
@@ -117,8 +117,10 @@ class Pool:
         self.batch_size = int(batch_size)
         self.autoreset = autoreset
         self.copy = bool(copy)
-        # make(seed=...) seeds each env's first reset; later resets continue the env's own RNG.
-        self._first_seeds: list[int | None] = normalize_seeds(seed, n)
+        # make(seed=...) seeds each env's first reset that succeeds (one that fails or is cut
+        # short leaves it for the retry); later resets continue the env's own RNG.
+        self._first_seeds = np.empty(n, dtype=object)
+        self._first_seeds[:] = normalize_seeds(seed, n)
         self.executor = executor
         # Closed until fully built: a pool whose construction failed has nothing for close()
         # or __del__ to do (the failing step closed the executor itself).
@@ -306,12 +308,14 @@ class Pool:
                 resets = int(np.count_nonzero(ops == _RESET))
         if seeds is not None:
             for i, s in zip(ids.tolist(), seeds):
-                b.has_seed[i] = s is not None
-                b.seeds[i] = 0 if s is None else s
+                b.put_seed(i, s)
             self._maybe_seeded = True
         elif resets and self._maybe_seeded:
             # Autoresets take no seed: clear any left from an earlier seeded reset.
             b.has_seed[sel] = False
+            if b.big_seeds:
+                for i in ids.tolist():
+                    b.big_seeds.pop(i, None)
             self._maybe_seeded = ids is not self._all
         self._resets_in_flight += resets
         if not sync:
@@ -429,6 +433,7 @@ class Pool:
             # no env blocked, every env is started and unbroken.
             self._started[ids] = True
             self._broken[ids] = False
+            self._first_seeds[ids] = None  # used up: the env is started
             refresh = True
         if not self._keeps_ended:
             return refresh
@@ -552,7 +557,7 @@ class Pool:
         options = dict(options) if options is not None else None
         ids = self._all
         if options is not None and "reset_mask" in options:
-            ids = self._mask_ids(options.pop("reset_mask"))
+            ids = reset_mask_ids(options.pop("reset_mask"), self.num_envs)
         seeds = self._take_seeds(seed, ids)
         try:
             self._dispatch(ids, _RESET, seeds, options, sync=True)
@@ -655,26 +660,13 @@ class Pool:
         self._infos.update(infos)
         self._final_infos.update(finals)
 
-    def _mask_ids(self, mask: Any) -> np.ndarray:
-        n = self.num_envs
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
-            got = f"{type(mask).__name__} {getattr(mask, 'dtype', '')} {getattr(mask, 'shape', '')}"
-            raise ConfigError(f"options['reset_mask']: expected a bool array of shape ({n},), got {got}")
-        if not mask.any():
-            raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
-        return np.flatnonzero(mask)
-
     def _take_seeds(self, seed: Any, ids: np.ndarray) -> list[int | None]:
-        """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed."""
-        first = self._first_seeds
+        """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed
+        (``_finish_ops`` uses it up once the env's reset has succeeded)."""
         if seed is None:
-            seeds = [first[i] for i in ids.tolist()]
-        else:
-            every = normalize_seeds(seed, self.num_envs)
-            seeds = [every[i] for i in ids.tolist()]
-        for i in ids.tolist():
-            first[i] = None
-        return seeds
+            return self._first_seeds[ids].tolist()
+        every = normalize_seeds(seed, self.num_envs)
+        return [every[i] for i in ids.tolist()]
 
     def _put_actions(self, where: slice | np.ndarray, batch: Any) -> None:
         acts = self.buffers.actions

@@ -236,7 +236,7 @@ class EnvRunner:
                 kind = _RAISED if isinstance(got, BaseException) else _RETURNED
             try:
                 if op == _RESET:
-                    seed = int(b.seeds[r]) if b.has_seed[r] else None
+                    seed = b.seed_of(r)
                     obs, info = env.reset(seed=seed, options=options)
                     reward, term, trunc = RESET_REWARD, False, False
                 else:

@@ -122,6 +122,19 @@ def test_native_matches_gymnasium_sync_vector_env(env_id: str, mode: str) -> Non
         assert ends >= 5, ends  # the run did cross episode ends
 
 
+def test_seeds_beyond_int64_match_gymnasium() -> None:
+    seeds = [2**63, 2**64 + 5, 2**128 + 1]
+    ref = gym.make_vec("Ant-v5", 3, vectorization_mode="sync", **OFTEN_ENDS["Ant-v5"])
+    acts = _actions(ref.single_action_space, 60, 3)
+    try:
+        want = transcript(ref, 60, acts.__getitem__, seed=seeds)
+    finally:
+        ref.close()
+    with envhive.make("envhive/Ant-v5", 3, executor="native", env_kwargs=OFTEN_ENDS["Ant-v5"]) as env:
+        got = transcript(env, 60, acts.__getitem__, seed=seeds)
+    assert_same_transcript(got, want)
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_native_matches_gymnasium_with_the_time_limit(mode: str) -> None:
     """Truncation at the time limit, all envs at once (the HalfCheetah case): the step-only

@@ -76,6 +76,9 @@ class Run:
     #: Values of the object-typed action leaves for ``ids`` (they cannot live in shared
     #: memory), one list per leaf; ``None``: none.
     object_actions: list[list[Any]] | None = None
+    #: Seeds of RESET ops too large for the shared ``seeds`` column, by env id
+    #: (:meth:`Buffers.big_seeds_of`); ``None``: none.
+    big_seeds: dict[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +206,9 @@ class WorkerCore:
     def _run(self, command: Run) -> RunReply:
         ids = command.ids
         rows = ids if not self._row0 else [i - self._row0 for i in ids]
+        if command.big_seeds is not None:
+            for i, seed in command.big_seeds.items():
+                self.buffers.big_seeds[i - self._row0] = seed
         if command.object_actions is not None:
             for leaf, values in zip(self._act_objects, command.object_actions):
                 leaf[rows] = values

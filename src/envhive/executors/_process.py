@@ -405,9 +405,10 @@ class ProcessExecutor(Executor):
             ctrl.ids_gen[wk.w] += 1
             wk.cmd_ids = ids
         message = None
-        if options is not None or self._act_objects:
+        big = self._buffers.big_seeds_of(ids) if self._buffers.big_seeds else None  # type: ignore[union-attr]
+        if options is not None or self._act_objects or big is not None:
             act_values = [leaf[ids].tolist() for leaf in self._act_objects]
-            message = _dumps((options, act_values), f"the reset options or actions of envs {ids}")
+            message = _dumps((options, act_values, big), f"the reset options or actions of envs {ids}")
         ctrl.cmd_msg[wk.w] = message is not None
         ctrl.kind[wk.w] = CMD_RUN
         ctrl.seq[wk.w] += 1

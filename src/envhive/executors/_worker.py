@@ -233,10 +233,10 @@ def _serve(
         if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
-        options, act_values = None, None
+        options, act_values, big_seeds = None, None, None
         if ctrl.cmd_msg[w]:
-            options, act_values = cloudpickle.loads(conn.recv_bytes())
-        out = core.handle(Run(ids, options, act_values))
+            options, act_values, big_seeds = cloudpickle.loads(conn.recv_bytes())
+        out = core.handle(Run(ids, options, act_values, big_seeds))
         assert isinstance(out, RunReply)
         _post(ctrl, w, done_sem, conn, None if out.empty else encode_run_reply(out, ids))
 

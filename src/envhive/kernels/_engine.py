@@ -80,7 +80,7 @@ class KernelEngine:
             else:
                 for i in reset_ids:
                     if b.has_seed[i]:
-                        k.seed(i, int(b.seeds[i]))
+                        k.seed(i, b.seed_of(i))
                 k.restock(reset_ids)  # envs reset for the first time have no stock yet
         if ids.size:
             _, low, _ = self._drive(ids, b.actions, self._table, False)

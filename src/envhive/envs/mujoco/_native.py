@@ -288,7 +288,7 @@ class MujocoEngine:
             env = envs[i]
             try:
                 if seeded and b.ops[i] == RESET and b.has_seed[i]:
-                    gym.Env.reset(env, seed=int(b.seeds[i]))  # MujocoEnv.reset's super().reset
+                    gym.Env.reset(env, seed=b.seed_of(i))  # MujocoEnv.reset's super().reset
                 qpos[len(done)], qvel[len(done)] = env._reset_state()
             except Exception as err:
                 if out is None:
