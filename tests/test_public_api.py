@@ -48,6 +48,7 @@ EXPECTED_ALL = {
     "EnvWorkerError",
     "WorkerDiedError",
     "StepTimeoutError",
+    "ResourceError",
     "__version__",
 }
 

@@ -30,6 +30,7 @@ from envhive.errors import (
     NothingPendingError,
     PendingCallError,
     ResetNeededError,
+    ResourceError,
     SpaceMismatchError,
     StepTimeoutError,
     UnknownEnvError,
@@ -61,5 +62,6 @@ __all__ = [
     "EnvWorkerError",
     "WorkerDiedError",
     "StepTimeoutError",
+    "ResourceError",
     "__version__",
 ]

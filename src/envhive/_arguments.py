@@ -15,7 +15,7 @@ import numpy as np
 
 from envhive.errors import ConfigError
 
-__all__ = ["normalize_seeds", "check_options", "reset_mask_ids"]
+__all__ = ["normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count"]
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -69,3 +69,32 @@ def reset_mask_ids(mask: Any, n: int) -> np.ndarray:
     if not mask.any():
         raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
     return np.flatnonzero(mask)
+
+
+def _is_number(x: Any) -> bool:
+    """A real number (not a bool, not a string), finite or not."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_seconds(value: Any, name: str, zero_ok: bool = False) -> None:
+    """``value`` is ``None`` or a number of seconds, positive (or ``>= 0`` if ``zero_ok``).
+
+    Examples:
+        >>> check_seconds(None, "step_timeout"); check_seconds(0, "spin_s", zero_ok=True)
+        >>> check_seconds("1", "step_timeout")
+        Traceback (most recent call last):
+        envhive.errors.ConfigError: step_timeout: expected a positive number of seconds or None, got '1'
+    """
+    if value is None or (_is_number(value) and (value >= 0 if zero_ok else value > 0)):
+        return
+    kind = "a number of seconds >= 0" if zero_ok else "a positive number of seconds"
+    raise ConfigError(f"{name}: expected {kind} or None, got {value!r}")
+
+
+def check_count(value: Any, name: str) -> None:
+    """``value`` is ``None`` or an int >= 1 (not a bool)."""
+    if value is None or (
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+    ):
+        return
+    raise ConfigError(f"{name}: expected a positive int or None, got {value!r}")

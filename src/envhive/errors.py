@@ -30,6 +30,7 @@ __all__ = [
     "EnvWorkerError",
     "WorkerDiedError",
     "StepTimeoutError",
+    "ResourceError",
 ]
 
 
@@ -150,6 +151,19 @@ class StepTimeoutError(WorkerDiedError):
 
     def __reduce__(self) -> tuple:
         return (_rebuild_timeout_error, (self.message, self.env_ids))
+
+
+class ResourceError(EnvhiveError, OSError):
+    """The OS refused something an executor needs: file descriptors, shared memory, a process
+    or a thread. The message says which limit was hit and how to raise it; ``errno`` is the
+    OS error's. What the executor had created before the refusal is released.
+
+    Examples:
+        >>> import errno
+        >>> err = ResourceError(errno.EMFILE, "out of file descriptors")
+        >>> isinstance(err, OSError), err.errno == errno.EMFILE
+        (True, True)
+    """
 
 
 def _rebuild_timeout_error(message: str, env_ids: list[int]) -> StepTimeoutError:

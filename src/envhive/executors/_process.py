@@ -30,6 +30,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from envhive._arguments import check_count, check_seconds
 from envhive._buffers import Buffers
 from envhive._interrupts import deferred_interrupts
 from envhive._report import Completion, EnvFactory, EnvProps, env_props
@@ -44,7 +45,7 @@ from envhive.errors import (
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import SharedArena, release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
-from envhive.executors._spawn import affinity_cpus, main_hidden, stop_process
+from envhive.executors._spawn import affinity_cpus, main_hidden, resource_error, stop_process
 from envhive.executors._worker import (
     CMD_CALL,
     CMD_CLOSE,
@@ -128,11 +129,6 @@ class _Shutdown:
         self.arena.close()
 
 
-def _is_number(x: Any) -> bool:
-    """A real number (not a bool, not a string), finite or not."""
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
 def _dumps(value: Any, what: str) -> bytes:
     """``value`` pickled for a worker; a value that cannot be is a :class:`ConfigError`."""
     try:
@@ -197,15 +193,9 @@ class ProcessExecutor(Executor):
             raise ConfigError(
                 f"on_worker_failure: expected 'raise' or 'restart', got {on_worker_failure!r}"
             )
-        if step_timeout is not None and not (_is_number(step_timeout) and step_timeout > 0):
-            raise ConfigError(f"step_timeout: expected a positive number of seconds, got {step_timeout!r}")
-        if num_workers is not None and (
-            isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer))
-            or num_workers < 1
-        ):
-            raise ConfigError(f"num_workers: expected a positive int or None, got {num_workers!r}")
-        if spin_s is not None and not (_is_number(spin_s) and spin_s >= 0):
-            raise ConfigError(f"spin_s: expected a number of seconds >= 0 or None, got {spin_s!r}")
+        check_seconds(step_timeout, "step_timeout")
+        check_count(num_workers, "num_workers")
+        check_seconds(spin_s, "spin_s", zero_ok=True)
         method = start_method or default_start_method()
         if method not in mp.get_all_start_methods():
             raise ConfigError(
@@ -213,7 +203,10 @@ class ProcessExecutor(Executor):
             )
         self._ctx: Any = mp.get_context(method)
         if method == "forkserver":
-            self._ctx.set_forkserver_preload(["envhive.executors._worker"])
+            try:  # imports multiprocessing.forkserver: a file to open
+                self._ctx.set_forkserver_preload(["envhive.executors._worker"])
+            except OSError as err:
+                raise resource_error(err, "setting up the forkserver") from None
         self.start_method = method
         self.num_workers = num_workers
         self.step_timeout = step_timeout
@@ -264,12 +257,15 @@ class ProcessExecutor(Executor):
             wk.blob = blob
             self._state.workers.append(wk)
             self._by_slice[w] = wk
-        self._done_sem = self._state.done_sem = self._ctx.Semaphore(0)
         # Waiters yield the core between polls unless every process has a core of its own.
         self._yield_core = len(self._state.workers) + 1 > (os.cpu_count() or 1)
         self._spin = SpinPolicy(self._spin_s, self._yield_core)
         props: list[EnvProps] = []
         try:
+            try:
+                self._done_sem = self._state.done_sem = self._ctx.Semaphore(0)
+            except OSError as err:
+                raise resource_error(err, "making the executor's semaphore") from None
             for wk in self._state.workers:
                 self._start(wk)
             if inline:
@@ -285,18 +281,27 @@ class ProcessExecutor(Executor):
         return props
 
     def _start(self, wk: _Worker) -> None:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        """Start ``wk``'s process; the OS refusing a pipe, semaphore or process (out of file
+        descriptors, say) is a :class:`ResourceError` naming the limit, with nothing left open."""
         release_semaphore(wk.cmd_sem)  # a rebuilt worker's old one (its process is gone)
-        wk.cmd_sem = self._ctx.Semaphore(0)
-        wk.proc = self._ctx.Process(
-            target=worker_main,
-            args=(wk.w, wk.lo, wk.hi, child_conn, wk.cmd_sem, self._done_sem,
-                  wk.blob, self._spin_s, self._yield_core),
-            name=f"envhive-worker-{wk.w}",
-            daemon=True,
-        )
-        with main_hidden():
-            wk.proc.start()
+        made: list[Any] = []
+        try:
+            parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+            made += [parent_conn, child_conn]
+            wk.cmd_sem = self._ctx.Semaphore(0)
+            wk.proc = self._ctx.Process(
+                target=worker_main,
+                args=(wk.w, wk.lo, wk.hi, child_conn, wk.cmd_sem, self._done_sem,
+                      wk.blob, self._spin_s, self._yield_core),
+                name=f"envhive-worker-{wk.w}",
+                daemon=True,
+            )
+            with main_hidden():
+                wk.proc.start()
+        except (OSError, EOFError) as err:  # EOFError: the forkserver failed to start it
+            for conn in made:
+                conn.close()
+            raise resource_error(err, f"starting worker {wk.w} (envs {wk.lo}..{wk.hi - 1})") from None
         child_conn.close()
         wk.conn = parent_conn
         if self._cpus:
@@ -371,7 +376,8 @@ class ProcessExecutor(Executor):
         except (EOFError, OSError):
             raise died() from None
         if reply != b"bound":
-            raise RuntimeError(f"worker {wk.w}: unexpected reply while binding buffers")
+            _, payload = cloudpickle.loads(reply)  # ("error", why the worker could not bind)
+            raise payload
 
     # ------------------------------------------------------------------ commands
     def _check_usable(self) -> None:

@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import mmap
 import os
+import secrets
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
+
+from envhive.errors import ResourceError
+from envhive.executors._spawn import resource_error
 
 __all__ = ["ArraySpec", "SharedArena", "attach_arrays", "shm_prefix", "release_semaphore"]
 
@@ -64,10 +68,17 @@ class SharedArena:
         if dtype.hasobject:
             raise TypeError("object arrays cannot live in shared memory")
         nbytes = max(int(np.prod(shape)) * dtype.itemsize, 1)
-        name = f"{shm_prefix()}{os.getpid()}_{id(self) & 0xFFFFFF:x}_{self._counter}"
-        self._counter += 1
-        seg = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+        seg = self._create(nbytes)
         self._segments.append(seg)
+        try:
+            # Reserve the pages now: tmpfs allocates them on first touch, and a /dev/shm too
+            # small for them (Docker's default is 64 MB) would then kill the process with
+            # SIGBUS at some later write. posix_fallocate fails here instead, with ENOSPC.
+            os.posix_fallocate(seg._fd, 0, nbytes)  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - no posix_fallocate on this platform
+            pass
+        except OSError as err:
+            raise resource_error(err, "allocating the pool's shared memory", nbytes) from None
         spec = ArraySpec(seg.name, tuple(shape), dtype.str)
         self.specs.append(spec)
         # The array gets a mapping of its own, owned by the array (as in the workers), and
@@ -76,10 +87,30 @@ class SharedArena:
         # touching a pool's arrays after close() (the pool itself after an interrupted call,
         # a user's copy=False observation) would crash. Now the memory lives as long as the
         # last array over it, and close() only unlinks the name.
-        (array,) = attach_arrays([spec])
+        try:
+            (array,) = attach_arrays([spec])
+        except OSError as err:  # mmap holds a descriptor of its own
+            raise resource_error(err, "mapping the pool's shared memory", nbytes) from None
         seg.close()
         array.fill(0)
         return array
+
+    def _create(self, nbytes: int) -> shared_memory.SharedMemory:
+        """A new segment of ``nbytes`` under a fresh name: pid, a random token, a counter.
+
+        A name already taken (a leftover of a crashed process whose pid came back, or a
+        squatter) is skipped: ``create=True`` never opens a segment it did not make.
+        """
+        for _ in range(8):
+            name = f"{shm_prefix()}{os.getpid()}_{secrets.token_hex(4)}_{self._counter}"
+            self._counter += 1
+            try:
+                return shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise resource_error(err, "allocating the pool's shared memory", nbytes) from None
+        raise ResourceError(f"no free shared-memory segment name after 8 tries (last: {name})")
 
     def close(self) -> None:
         """Unlink every segment. Idempotent; arrays still referenced stay valid until freed."""

@@ -59,6 +59,7 @@ from envhive.errors import (
 )
 from envhive.executors._protocol import Executor
 from envhive.executors._slices import Job, SendQueue, SliceMap
+from envhive.executors._spawn import resource_error
 
 __all__ = ["ThreadExecutor"]
 
@@ -271,7 +272,11 @@ class ThreadExecutor(Executor):
                 sl.thread = threading.Thread(
                     target=state.serve, args=(sl,), name=f"envhive-thread-{sl.w}", daemon=True
                 )
-                sl.thread.start()
+                try:
+                    sl.thread.start()
+                except RuntimeError as err:  # "can't start new thread"
+                    sl.thread = None
+                    raise resource_error(err, f"starting thread {sl.w} (envs {sl.lo}..{sl.hi - 1})") from None
         except BaseException:
             self.close()  # joins the started threads and closes every slice's envs
             raise

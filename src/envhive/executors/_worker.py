@@ -42,6 +42,7 @@ from envhive.executors._core import (
     portable_error,
 )
 from envhive.executors._shm import ArraySpec, attach_arrays
+from envhive.executors._spawn import resource_error
 
 __all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "SpinPolicy", "worker_main", "object_leaves"]
 
@@ -211,11 +212,20 @@ def _serve(
 ) -> None:
     """The shared-memory transport, worker side: decode each command from the control block
     (and the pipe, when it has a message), let the core handle it, encode the reply."""
-    tag, payload = cloudpickle.loads(conn.recv_bytes())
+    try:
+        tag, payload = cloudpickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        return  # the parent gave up on the pool before binding it (another worker failed)
     assert tag == "bind"
     num_workers, spec, buffer_specs, ctrl_specs = payload
-    ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
-    core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs)))
+    try:
+        ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
+        core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs)))
+    except BaseException as err:
+        if isinstance(err, OSError):
+            err = resource_error(err, f"worker {w} mapping the pool's shared memory")
+        conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
+        return
     conn.send_bytes(b"bound")
     ids: list[int] = []
     ids_gen = -1
