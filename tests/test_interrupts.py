@@ -214,3 +214,58 @@ def test_an_interrupted_call_whose_worker_then_dies():
     obs, *_ = env.step(np.zeros(4, np.int64))
     assert obs[:, 2].tolist() == [1, 1, 1, 1]
     env.close()
+
+
+class InterruptedPost:
+    """A worker's command semaphore whose next ``release`` is cut short by a Ctrl-C, just
+    before the post (``when="before"``) or just after it (``"after"``), as a SIGINT landing
+    between the parent's bookkeeping and its post would."""
+
+    def __init__(self, sem, when: str) -> None:
+        self._sem, self.when, self.armed = sem, when, True
+
+    def __getattr__(self, name):
+        return getattr(self._sem, name)
+
+    def release(self):
+        if self.armed:
+            self.armed = False
+            if self.when == "after":
+                self._sem.release()
+            raise KeyboardInterrupt
+        self._sem.release()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("what", "when"), [
+    ("step", "before"), ("step", "after"), ("async_send", "before"), ("async_send", "after"),
+    # Commands with a pipe message post inside deferred_interrupts: a real SIGINT cannot land
+    # between their post and their message, so only "before" exists for them.
+    ("reset_with_options", "before"), ("call", "before"),
+])
+def test_ctrl_c_between_bookkeeping_and_the_post(what, when):
+    """Every dispatch window: the command may or may not have been posted when the Ctrl-C
+    struck. The pool must settle which (``_settle_post``) rather than wait for a command the
+    worker never got, or run one twice."""
+    ex = ProcessExecutor(2)
+    env = envhive.make([functools.partial(SlowEnv, i, sleep=0.0) for i in range(4)], executor=ex,
+                       batch_size=2)
+    env.reset(seed=0)
+    wk = ex._state.workers[1]
+    wk.cmd_sem = InterruptedPost(wk.cmd_sem, when)
+    with pytest.raises(KeyboardInterrupt):
+        if what == "step":
+            env.step(np.zeros(4, np.int64))
+        elif what == "reset_with_options":
+            env.reset(options={"x": 1})  # a command with a pipe message
+        elif what == "call":
+            env.call("nap", 0.0)
+        else:
+            env.send(np.zeros(4, np.int64))
+    assert env.call("nap", 0.0) == (0, 1, 2, 3)  # no stale reply, no wait for a lost one
+    assert_fresh_and_usable(env)
+    for _ in range(3):  # and the worker runs each later command exactly once
+        before = env.get_attr("t")
+        env.step(np.zeros(4, np.int64))
+        assert [t + 1 for t in before] == list(env.get_attr("t"))
+    env.close()

@@ -42,13 +42,13 @@ from envhive.errors import (
     StepTimeoutError,
     WorkerDiedError,
 )
+from envhive.executors._handles import Shutdown, WorkerHandle
 from envhive.executors._protocol import Executor
-from envhive.executors._shm import SharedArena, release_semaphore
+from envhive.executors._shm import release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
 from envhive.executors._spawn import affinity_cpus, main_hidden, resource_error, stop_process
 from envhive.executors._worker import (
     CMD_CALL,
-    CMD_CLOSE,
     CMD_RUN,
     Control,
     SpinPolicy,
@@ -72,61 +72,6 @@ def default_start_method() -> str:
     single-threaded server, so it is safe and still much faster to start than ``spawn``.
     """
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
-class _Worker:
-    """Parent-side handle of one worker process."""
-
-    def __init__(self, w: int, lo: int, hi: int) -> None:
-        self.w, self.lo, self.hi = w, lo, hi
-        self.proc: Any = None
-        self.conn: Any = None
-        self.cmd_sem: Any = None
-        self.blob = b""  # the cloudpickled factories of its slice (kept for restarts)
-        self.busy: list[int] | None = None  # env ids of the running command
-        self.busy_options: dict[str, Any] | None = None  # its reset options
-        self.calling = False  # the running command is a CALL (call/get_attr/set_attr)
-        self.discard = False  # the running command's results are to be dropped (discard())
-        self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
-        self.sent_at = 0.0
-        self.queue = SendQueue()
-
-
-class _Shutdown:
-    """Everything that must be released, held apart from the executor for weakref.finalize."""
-
-    def __init__(self) -> None:
-        self.workers: list[_Worker] = []
-        self.inline: EnvRunner | None = None
-        self.arena = SharedArena()
-        self.kind: np.ndarray | None = None
-        self.done_sem: Any = None
-
-    def __call__(self) -> None:
-        for wk in self.workers:
-            if wk.proc is not None and wk.proc.is_alive() and self.kind is not None:
-                try:
-                    self.kind[wk.w] = CMD_CLOSE
-                    wk.cmd_sem.release()
-                except Exception:
-                    pass
-        deadline = time.monotonic() + 2.0
-        for wk in self.workers:
-            if wk.proc is not None and wk.proc.pid is not None:  # started (a start can be cut short)
-                wk.proc.join(max(0.0, deadline - time.monotonic()))
-        for wk in self.workers:
-            stop_process(wk.proc)
-            if wk.conn is not None:
-                wk.conn.close()
-            release_semaphore(wk.cmd_sem)
-            wk.proc = wk.conn = wk.cmd_sem = None
-        release_semaphore(self.done_sem)
-        self.done_sem = None
-        self.kind = None
-        if self.inline is not None:
-            self.inline.close()
-            self.inline = None
-        self.arena.close()
 
 
 def _dumps(value: Any, what: str) -> bytes:
@@ -215,8 +160,8 @@ class ProcessExecutor(Executor):
         self.parent_slice = parent_slice
         self._inline: EnvRunner | None = None  # slice 0 when parent_slice: run in this process
         self._inline_queue = SendQueue()
-        self._by_slice: dict[int, _Worker] = {}
-        self._state = _Shutdown()
+        self._by_slice: dict[int, WorkerHandle] = {}
+        self._state = Shutdown()
         self._finalizer = weakref.finalize(self, self._state)
         self._closed = False
         self._ctrl: Control | None = None
@@ -253,7 +198,7 @@ class ProcessExecutor(Executor):
                     f"({type(err).__name__}: {err}). Pass a factory that builds the env, e.g. "
                     "lambda: MyEnv(...); it may capture anything cloudpickle can serialize."
                 ) from err
-            wk = _Worker(w, lo, hi)
+            wk = WorkerHandle(w, lo, hi)
             wk.blob = blob
             self._state.workers.append(wk)
             self._by_slice[w] = wk
@@ -280,10 +225,11 @@ class ProcessExecutor(Executor):
             raise
         return props
 
-    def _start(self, wk: _Worker) -> None:
+    def _start(self, wk: WorkerHandle) -> None:
         """Start ``wk``'s process; the OS refusing a pipe, semaphore or process (out of file
         descriptors, say) is a :class:`ResourceError` naming the limit, with nothing left open."""
         release_semaphore(wk.cmd_sem)  # a rebuilt worker's old one (its process is gone)
+        wk.maybe_extra = False  # a new semaphore has no spare post
         made: list[Any] = []
         try:
             parent_conn, child_conn = self._ctx.Pipe(duplex=True)
@@ -310,7 +256,7 @@ class ProcessExecutor(Executor):
             except OSError:  # the worker already exited: its handshake reports why
                 pass
 
-    def _handshake(self, wk: _Worker) -> list[EnvProps]:
+    def _handshake(self, wk: WorkerHandle) -> list[EnvProps]:
         deadline = time.monotonic() + _LAUNCH_TIMEOUT_S
         while not wk.conn.poll(_POLL_S):
             if not wk.proc.is_alive():
@@ -359,7 +305,7 @@ class ProcessExecutor(Executor):
             self.close()
             raise
 
-    def _bind_worker(self, wk: _Worker) -> None:
+    def _bind_worker(self, wk: WorkerHandle) -> None:
         def died() -> WorkerDiedError:
             wk.proc.join(1.0)
             return WorkerDiedError(
@@ -397,7 +343,7 @@ class ProcessExecutor(Executor):
             else:
                 wk.queue.push(w_ids, options)
 
-    def _dispatch(self, wk: _Worker, ids: list[int], options: dict[str, Any] | None) -> None:
+    def _dispatch(self, wk: WorkerHandle, ids: list[int], options: dict[str, Any] | None) -> None:
         ctrl = self._ctrl
         assert ctrl is not None
         if self._restarts.lost:
@@ -415,14 +361,18 @@ class ProcessExecutor(Executor):
         if options is not None or self._act_objects or big is not None:
             act_values = [leaf[ids].tolist() for leaf in self._act_objects]
             message = _dumps((options, act_values, big), f"the reset options or actions of envs {ids}")
+        if wk.maybe_extra:
+            self._take_back_spare_post(wk)
         ctrl.cmd_msg[wk.w] = message is not None
         ctrl.kind[wk.w] = CMD_RUN
-        ctrl.seq[wk.w] += 1
+        # Busy before the sequence number moves: a Ctrl-C anywhere from here on leaves a
+        # command that discard() sees and settles (_settle_post).
         wk.busy, wk.busy_options = ids, options
         wk.sent_at = time.monotonic()
+        ctrl.seq[wk.w] += 1
         self._post(wk, message)
 
-    def _post(self, wk: _Worker, message: bytes | None) -> None:
+    def _post(self, wk: WorkerHandle, message: bytes | None) -> None:
         """Wake ``wk`` for the command in its control block, then send the command's message.
 
         The post comes first: the worker reads the pipe only once woken, and a message larger
@@ -431,18 +381,21 @@ class ProcessExecutor(Executor):
         worker woken for a message that never comes would wait forever). A worker that died
         is failed as usual (see ``_fail``).
         """
+        seq = self._ctrl.seq[wk.w]  # type: ignore[union-attr]
         if message is None:
             wk.cmd_sem.release()  # a semaphore post is a memory barrier: the block is visible
+            wk.posted_seq = seq
             return
         try:
             with deferred_interrupts():
                 wk.cmd_sem.release()
                 wk.conn.send_bytes(message)
+                wk.posted_seq = seq
         except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
             wk.proc.join(1.0)
             self._fail(wk, "died")
 
-    def _read(self, wk: _Worker) -> bytes | None:
+    def _read(self, wk: WorkerHandle) -> bytes | None:
         """The message ``wk`` announced with its completion; ``None`` if it died meanwhile
         (then it was failed: rebuilt with its command resent, or the executor shut down).
 
@@ -510,9 +463,43 @@ class ProcessExecutor(Executor):
         self._failed_calls.clear()  # a call cut short: nobody will raise its worker's failure
         for wk in self._state.workers:
             wk.queue.clear()
-            if wk.busy is not None:  # a RUN or a CALL: its reply is read and dropped
+            if wk.busy is not None and self._settle_post(wk):
+                # A RUN or a CALL that went out: its reply is read and dropped.
                 wk.discard = True
                 self._restarts.forget(wk.busy)
+
+    def _settle_post(self, wk: WorkerHandle) -> bool:
+        """Make sure the command ``wk`` is busy with went out, or withdraw it; False if withdrawn.
+
+        A Ctrl-C can cut a dispatch between marking the worker busy and posting: a command
+        that was never posted would be waited for forever. A command with a message was
+        posted exactly when ``posted_seq`` says so; one that was not is withdrawn (the worker
+        never saw it; the next command's sequence number supersedes it). A command without
+        one may have been posted just before the Ctrl-C: take the post back if it is still
+        there (withdrawn), else post again. The worker ignores a post that brings no new
+        sequence number, and a spare one is taken back before the next command.
+        """
+        ctrl = self._ctrl
+        assert ctrl is not None
+        seq = ctrl.seq[wk.w]
+        if wk.posted_seq == seq or ctrl.done_seq[wk.w] == seq:
+            return True
+        withdraw = bool(wk.calling or ctrl.cmd_msg[wk.w]) or wk.cmd_sem.acquire(False)
+        if withdraw:
+            self._restarts.forget(wk.busy or [])
+            wk.busy, wk.calling = None, False
+            wk.posted_seq = seq
+            return False
+        wk.cmd_sem.release()
+        wk.posted_seq = seq
+        wk.maybe_extra = True
+        return True
+
+    def _take_back_spare_post(self, wk: WorkerHandle) -> None:
+        """Before a new command: remove a spare post ``_settle_post`` may have left. If the
+        worker took it first, it found no new sequence number and ignored it."""
+        wk.cmd_sem.acquire(False)
+        wk.maybe_extra = False
 
     def _drain_discarded(self) -> None:
         """Before a call that addresses every worker at once (fused sync call, CALL): wait for
@@ -521,7 +508,7 @@ class ProcessExecutor(Executor):
             for wk in self._wait_some():
                 self._collect(wk, Completion())
 
-    def _collect_and_refill(self, wk: _Worker, out: Completion) -> int:
+    def _collect_and_refill(self, wk: WorkerHandle, out: Completion) -> int:
         """Collect a finished worker's results and start its next queued command, if any."""
         got = self._collect(wk, out)
         if wk.queue and wk.busy is None:
@@ -529,7 +516,7 @@ class ProcessExecutor(Executor):
             self._dispatch(wk, *wk.queue.pop(merge=True))
         return got
 
-    def _sweep(self, taken: int = 0) -> list[_Worker]:
+    def _sweep(self, taken: int = 0) -> list[WorkerHandle]:
         """Finished workers, without waiting for any: first-finished first.
 
         ``taken``: completion posts the caller already took for them.
@@ -549,14 +536,14 @@ class ProcessExecutor(Executor):
             finished.sort(key=lambda wk: float(ctrl.done_time[wk.w]))
         return finished
 
-    def _finished(self) -> list[_Worker]:
+    def _finished(self) -> list[WorkerHandle]:
         """Busy workers whose command finished (its sequence number is in ``done_seq``)."""
         ctrl = self._ctrl
         assert ctrl is not None
         seq, done = ctrl.seq, ctrl.done_seq
         return [wk for wk in self._state.workers if wk.busy is not None and done[wk.w] == seq[wk.w]]
 
-    def _wait_some(self) -> list[_Worker]:
+    def _wait_some(self) -> list[WorkerHandle]:
         """Wait for a completion; return every finished worker, first-finished first (maybe
         none: a spurious wake-up, or a call's worker failed; callers loop).
 
@@ -587,7 +574,7 @@ class ProcessExecutor(Executor):
         self._spin.observe(time.perf_counter() - start)
         return True
 
-    def _collect(self, wk: _Worker, out: Completion) -> int:
+    def _collect(self, wk: WorkerHandle, out: Completion) -> int:
         ctrl, b = self._ctrl, self._buffers
         assert ctrl is not None and b is not None
         infos: dict[int, dict[str, Any]] = {}
@@ -631,7 +618,7 @@ class ProcessExecutor(Executor):
             if dead or hung:
                 self._fail(wk, "hung" if hung and not dead else "died")
 
-    def _fail(self, wk: _Worker, how: str) -> None:
+    def _fail(self, wk: WorkerHandle, how: str) -> None:
         envs = list(range(wk.lo, wk.hi))
         doing = "a call/get_attr/set_attr" if wk.calling else f"envs {wk.busy}"
         if how == "hung":
@@ -660,7 +647,7 @@ class ProcessExecutor(Executor):
             env_ids=envs, exitcode=code,
         )
 
-    def _restart(self, wk: _Worker) -> None:
+    def _restart(self, wk: WorkerHandle) -> None:
         pending, options = wk.busy or [], wk.busy_options
         if wk.discard:  # nobody waits for that command any more: nothing to run again
             pending, options = [], None
@@ -711,10 +698,12 @@ class ProcessExecutor(Executor):
         self._drain_discarded()
         targets = [wk for wk in self._state.workers if wk.w in messages]
         for wk in targets:
+            if wk.maybe_extra:
+                self._take_back_spare_post(wk)
             ctrl.kind[wk.w] = CMD_CALL
-            ctrl.seq[wk.w] += 1
-            wk.busy, wk.calling = [], True
+            wk.busy, wk.calling = [], True  # before seq moves: see _dispatch
             wk.sent_at = time.monotonic()
+            ctrl.seq[wk.w] += 1
             self._post(wk, messages[wk.w])
         replies: dict[int, Any] = {}
         while len(replies) < len(targets):

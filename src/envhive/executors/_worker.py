@@ -226,6 +226,9 @@ def _serve(
             err = resource_error(err, f"worker {w} mapping the pool's shared memory")
         conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
         return
+    # The last command's sequence number (a rebuilt worker's too), read before the parent
+    # hears "bound" and may send the next one.
+    seen = int(ctrl.seq[w])
     conn.send_bytes(b"bound")
     ids: list[int] = []
     ids_gen = -1
@@ -235,6 +238,11 @@ def _serve(
         if kind == CMD_CLOSE:
             core.handle(Close())
             return
+        if ctrl.seq[w] == seen:
+            # A spare post (the parent re-posted a command a Ctrl-C may have cut short,
+            # ProcessExecutor._settle_post): no new command, nothing to do.
+            continue
+        seen = int(ctrl.seq[w])
         if kind == CMD_CALL:
             name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
             command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)
