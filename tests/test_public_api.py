@@ -49,6 +49,7 @@ EXPECTED_ALL = {
     "WorkerDiedError",
     "StepTimeoutError",
     "ResourceError",
+    "UnexpectedKeywordError",
     "__version__",
 }
 

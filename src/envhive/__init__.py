@@ -33,6 +33,7 @@ from envhive.errors import (
     ResourceError,
     SpaceMismatchError,
     StepTimeoutError,
+    UnexpectedKeywordError,
     UnknownEnvError,
     WorkerDiedError,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "ConfigError",
     "UnknownEnvError",
     "SpaceMismatchError",
+    "UnexpectedKeywordError",
     "ActionError",
     "InvalidStateError",
     "ClosedError",

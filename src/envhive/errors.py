@@ -21,6 +21,7 @@ __all__ = [
     "ConfigError",
     "UnknownEnvError",
     "SpaceMismatchError",
+    "UnexpectedKeywordError",
     "ActionError",
     "InvalidStateError",
     "ClosedError",
@@ -65,6 +66,16 @@ class UnknownEnvError(ConfigError):
 
     def __reduce__(self) -> tuple:
         return (type(self), (self.env_id, self.suggestions))
+
+
+class UnexpectedKeywordError(ConfigError, TypeError):
+    """An env was given a keyword argument it does not take.
+
+    Also a :class:`TypeError` with Python's own wording ("got an unexpected keyword argument
+    'x'"), as a class's ``__init__`` would raise: code that probes envs with optional keywords
+    and retries without them on ``TypeError`` (TorchRL's ``GymEnv`` does, with ``frameskip``)
+    works with envhive's envs as with any other.
+    """
 
 
 class SpaceMismatchError(ConfigError):

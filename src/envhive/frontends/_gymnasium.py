@@ -131,6 +131,10 @@ class VectorEnv(GymVectorEnv):
         self.action_space = batch_space(pool.action_space, pool.num_envs)
         self.metadata = dict(pool.props.metadata)
         self.metadata["autoreset_mode"] = pool.autoreset
+        # What gymnasium's own vector envs carry and third-party code reads (TorchRL's
+        # GymWrapper reads autoreset_mode; gymnasium's vector wrappers, observation_mode).
+        self.autoreset_mode = pool.autoreset
+        self.observation_mode = "same"
         self.render_mode = pool.props.render_mode
         self.closed = False
         self._obs_codec = codec_for(pool.observation_space)

@@ -35,7 +35,7 @@ from gymnasium.utils import seeding
 
 from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
-from envhive.errors import ConfigError
+from envhive.errors import ConfigError, UnexpectedKeywordError
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
@@ -217,8 +217,9 @@ class Kernel:
     def __init__(self, num_envs: int, max_episode_steps: int | None = None, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(self.defaults))
         if unknown:
-            raise ConfigError(
-                f"{self.id}: unknown keyword(s) {unknown}; expected some of {sorted(self.defaults)}"
+            raise UnexpectedKeywordError(
+                f"{self.id}: __init__() got an unexpected keyword argument {unknown[0]!r} "
+                f"(unknown keyword(s) {unknown}; expected some of {sorted(self.defaults)})"
             )
         self.config = {**self.defaults, **kwargs}
         if max_episode_steps is None:
