@@ -14,6 +14,7 @@ from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._gymnasium import VectorEnv
+from envhive.frontends._torch import torch_device
 
 if TYPE_CHECKING:
     from envhive.frontends._dm_env import DmEnv
@@ -127,6 +128,7 @@ def make(
     max_episode_steps: int | None = None,
     copy: bool = True,
     api: Literal["gymnasium"] = ...,
+    device: Any = None,
 ) -> VectorEnv: ...
 
 
@@ -144,6 +146,7 @@ def make(
     max_episode_steps: int | None = None,
     copy: bool = True,
     api: Literal["dm_env"],
+    device: None = None,
 ) -> DmEnv: ...
 
 
@@ -160,6 +163,7 @@ def make(
     max_episode_steps: int | None = None,
     copy: bool = True,
     api: str = "gymnasium",
+    device: Any = None,
 ) -> VectorEnv | DmEnv:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
@@ -181,6 +185,11 @@ def make(
             valid until the next call, so that no step allocates arrays.
         api: the front end: ``"gymnasium"`` (an :class:`envhive.VectorEnv`, the default) or
             ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s).
+        device: ``None`` (numpy arrays) or a torch device (``"cpu"``, ``"cuda:0"``, a
+            ``torch.device``): observations, rewards, flags and numeric infos are then
+            tensors there, zero-copy views of the pool's buffers on the CPU and one transfer
+            per batch from pinned memory on an accelerator; actions may be tensors on any
+            device. Needs the ``torch`` extra.
 
     Returns:
         An :class:`envhive.VectorEnv` (or the front end ``api`` names).
@@ -202,6 +211,10 @@ def make(
     """
     if api not in _APIS:
         raise ConfigError(f"api: expected one of {sorted(_APIS)}, got {api!r}")
+    if device is not None:
+        if api == "dm_env":
+            raise ConfigError("device: dm_env time steps hold numpy arrays; use api='gymnasium' for tensors")
+        device = torch_device(device)
     mode = parse_autoreset(autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     if num_workers is not None:
@@ -217,7 +230,7 @@ def make(
         from envhive.frontends._dm_env import DmEnv
 
         return DmEnv(pool, name=name)
-    vec = VectorEnv(pool, name=name, chosen_by_auto=auto)
+    vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         vec.action_space.seed(int(seed))
     return vec

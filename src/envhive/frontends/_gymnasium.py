@@ -32,6 +32,7 @@ from envhive._batch import Batch
 from envhive._infos import Column, InfoColumns
 from envhive._pool import Pool
 from envhive._spaces import Codec, codec_for
+from envhive.frontends._torch import TorchArrays, torch_device
 
 __all__ = ["VectorEnv", "gym_infos"]
 
@@ -120,8 +121,14 @@ class VectorEnv(GymVectorEnv):
         >>> env.close()
     """
 
-    def __init__(self, pool: Pool, *, name: str, chosen_by_auto: bool = False) -> None:
+    def __init__(
+        self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None
+    ) -> None:
         self._pool = pool
+        # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
+        self._torch: TorchArrays | None = None
+        if device is not None:
+            self._torch = TorchArrays(torch_device(device))
         self._name = name
         self._chosen_by_auto = chosen_by_auto
         self.num_envs = pool.num_envs
@@ -155,7 +162,10 @@ class VectorEnv(GymVectorEnv):
             ``(obs, infos)`` for all envs (unreset envs keep their current observation).
         """
         b = self._pool.reset(seed=seed, options=options)
-        return b.obs, (_layout(b.infos) if b.infos else {})
+        infos = _layout(b.infos) if b.infos else {}
+        if self._torch is not None:
+            return self._torch.tree(b.obs), self._torch.infos(infos)
+        return b.obs, infos
 
     def step(self, actions: Any) -> Transition:
         """Step every env; autoreset as set by ``make(autoreset=...)``.
@@ -171,12 +181,21 @@ class VectorEnv(GymVectorEnv):
             envhive.ResetNeededError: an env must be reset first (nothing stepped).
             envhive.EnvWorkerError: an env raised; it names the env and carries its traceback.
         """
+        if self._torch is not None:
+            return self._torch_transition(self._pool.step(self._torch.actions(actions)), False)
         b = self._pool.step(actions)
         # Unpacking is cheaper than five attribute reads, and this runs on every step.
         _, obs, reward, terminated, truncated, _, _, has_final, infos, _ = b
         if infos or has_final is not None:
             return obs, reward, terminated, truncated, gym_infos(b, self._obs_codec)
         return obs, reward, terminated, truncated, {}
+
+    def _torch_transition(self, b: Batch, env_ids: bool) -> Transition:
+        t = self._torch
+        assert t is not None
+        infos = gym_infos(b, self._obs_codec, env_ids) if (b.infos or b.has_final is not None or env_ids) else {}
+        return (t.tree(b.obs), t.array(b.reward), t.array(b.terminated), t.array(b.truncated),
+                t.infos(infos))
 
     def render(self) -> tuple[Any, ...]:
         """Each env's ``render()``, in env order."""
@@ -222,6 +241,10 @@ class VectorEnv(GymVectorEnv):
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping envs ``env_id`` (default: every env) with ``actions`` (one row each)."""
+        if self._torch is not None:
+            actions = self._torch.actions(actions)
+            if env_id is not None:
+                env_id = self._torch.actions(env_id)
         self._pool.send(actions, env_id)
 
     def recv(self) -> Transition:
@@ -230,6 +253,8 @@ class VectorEnv(GymVectorEnv):
         ``info["env_id"]`` tells which env each row is.
         """
         b = self._pool.recv()
+        if self._torch is not None:
+            return self._torch_transition(b, True)
         return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
 
     # -- extras -----------------------------------------------------------------------
@@ -252,6 +277,11 @@ class VectorEnv(GymVectorEnv):
     def env_steps(self) -> int:
         """How many env transitions have been taken (resets excluded)."""
         return self._pool.env_steps
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` results live on, or ``None`` for numpy arrays."""
+        return None if self._torch is None else self._torch.device
 
     @property
     def copy(self) -> bool:
