@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 import envhive  # noqa: E402
 from envhive.executors import ProcessExecutor, available_executors  # noqa: E402
 from envhive.testing import SPACE_ZOO, ZooEnv, assert_same_transcript  # noqa: E402
+from envhive.testing._transcript import _snapshot as snapshot  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,21 +47,6 @@ def untorch(value, where="out"):
             return out
         assert value.dtype.kind not in "biufc", f"{where}: a numeric numpy array, not a tensor"
         return value.copy()
-    return value
-
-
-def snapshot(value):
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            out = np.empty(value.shape, dtype=object)
-            for idx, v in np.ndenumerate(value):
-                out[idx] = snapshot(v)
-            return out
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: snapshot(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return type(value)(snapshot(v) for v in value)
     return value
 
 
