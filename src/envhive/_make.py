@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make"]
 
-_APIS = ("gymnasium", "dm_env")
+_APIS = ("gymnasium", "dm_env", "torchrl")
 
 _INSTANCE_HINT = (
     "got an environment instance ({name}); envhive builds envs itself, inside the executor's "
@@ -122,7 +122,7 @@ def make(
     executor: str | Executor = "auto",
     num_workers: int | None = None,
     batch_size: int | None = None,
-    autoreset: str | Any = "next_step",
+    autoreset: str | Any = None,
     seed: int | Sequence[int | None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
@@ -140,7 +140,7 @@ def make(
     executor: str | Executor = "auto",
     num_workers: int | None = None,
     batch_size: int | None = None,
-    autoreset: str | Any = "next_step",
+    autoreset: str | Any = None,
     seed: int | Sequence[int | None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
@@ -157,7 +157,7 @@ def make(
     executor: str | Executor = "auto",
     num_workers: int | None = None,
     batch_size: int | None = None,
-    autoreset: str | Any = "next_step",
+    autoreset: str | Any = None,
     seed: int | Sequence[int | None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
@@ -175,7 +175,7 @@ def make(
             as ``"serial"``, or an :class:`envhive.executors.Executor` instance.
         num_workers: workers for parallel executors (``None``: the executor decides).
         batch_size: envs per ``recv()`` in async use; ``None`` means ``num_envs``.
-        autoreset: ``"next_step"`` (gymnasium's default), ``"same_step"`` or ``"disabled"``
+        autoreset: ``"next_step"`` (the default: gymnasium's), ``"same_step"`` or ``"disabled"``
             (or a ``gymnasium.vector.AutoresetMode``). See ``docs/semantics.md``.
         seed: seeds for the first reset: an int ``s`` gives env ``i`` the seed ``s + i``;
             a list gives one seed per env. An int also seeds ``action_space`` sampling.
@@ -183,7 +183,9 @@ def make(
         max_episode_steps: a time limit (truncation) per episode.
         copy: ``True`` returns fresh arrays; ``False`` returns views into the pool's buffers,
             valid until the next call, so that no step allocates arrays.
-        api: the front end: ``"gymnasium"`` (an :class:`envhive.VectorEnv`, the default) or
+        api: the front end: ``"gymnasium"`` (an :class:`envhive.VectorEnv`, the default),
+            ``"torchrl"`` (a ``torchrl.envs.EnvBase``: ``envhive.frontends.TorchRLEnv``; the
+            ``torchrl`` extra), or
             ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s).
         device: ``None`` (numpy arrays) or a torch device (``"cpu"``, ``"cuda:0"``, a
             ``torch.device``): observations, rewards, flags and numeric infos are then
@@ -215,7 +217,22 @@ def make(
         if api == "dm_env":
             raise ConfigError("device: dm_env time steps hold numpy arrays; use api='gymnasium' for tensors")
         device = torch_device(device)
-    mode = parse_autoreset(autoreset)
+    if api == "torchrl":
+        # TorchRL's data contract (terminal obs under "next", reset obs at the root, one
+        # reset per ended episode) is met by the front end itself, on a same_step pool.
+        if autoreset is not None:
+            raise ConfigError(
+                "autoreset: the TorchRL front end manages resets itself (no transition "
+                f"crosses an episode boundary); leave autoreset unset, got {autoreset!r}"
+            )
+        if not copy:
+            raise ConfigError("copy=False: TorchRL rollouts keep every step's tensors; leave copy=True")
+        from envhive.frontends._torchrl import TorchRLEnv
+
+        autoreset = "same_step"
+        if device is None:
+            device = torch_device("cpu")
+    mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     if num_workers is not None:
         num_workers = _positive_int(num_workers, "num_workers")
@@ -230,6 +247,12 @@ def make(
         from envhive.frontends._dm_env import DmEnv
 
         return DmEnv(pool, name=name)
+    if api == "torchrl":
+        try:
+            return TorchRLEnv(pool, device=device, name=name)
+        except BaseException:
+            pool.close()
+            raise
     vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         vec.action_space.seed(int(seed))

@@ -3,6 +3,8 @@ r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` 
 * :class:`VectorEnv` (``api="gymnasium"``, the default): gymnasium's vector API, plus
   EnvPool-style ``send``/``recv``.
 * :class:`DmEnv` (``api="dm_env"``): DeepMind's ``dm_env`` API, batched.
+* ``TorchRLEnv`` (``api="torchrl"``): a ``torchrl.envs.EnvBase``; imported on first use
+  (``envhive.frontends.TorchRLEnv``), as it needs the ``torchrl`` extra.
 
 A front end reads only the pool's results (and its spaces); it never touches buffers or
 executors, so adding one touches nothing else. Writing one: take a :class:`Pool` (``env.pool``
@@ -24,4 +26,12 @@ from envhive._pool import Pool
 from envhive.frontends._dm_env import DmEnv
 from envhive.frontends._gymnasium import VectorEnv
 
-__all__ = ["VectorEnv", "DmEnv", "Pool", "Batch", "Column"]
+__all__ = ["VectorEnv", "DmEnv", "TorchRLEnv", "Pool", "Batch", "Column"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "TorchRLEnv":  # torchrl is an optional extra: imported on first use
+        from envhive.frontends._torchrl import TorchRLEnv
+
+        return TorchRLEnv
+    raise AttributeError(f"module 'envhive.frontends' has no attribute {name!r}")

@@ -1,0 +1,266 @@
+"""The TorchRL front end: any envhive pool as a batch-locked ``torchrl.envs.EnvBase``.
+
+``envhive.make(env, num_envs, api="torchrl")`` (any env, any executor) gives a
+:class:`TorchRLEnv` with ``batch_size=[num_envs]``, specs derived from the spaces (a
+``Composite`` for Dict/Tuple observations) and tensors on its ``device``.
+
+Clean data without choosing a mode: the pool runs in same_step mode, so one round trip steps
+every env and resets those that ended. ``_step`` reports the *true* terminal observation of an
+ended env (TorchRL puts it under ``"next"``) and keeps its reset observation aside; the
+``reset`` that TorchRL then asks for with the ``"_reset"`` mask (``step_and_maybe_reset``,
+collectors) is served from there, without another call to the envs. So no transition crosses
+an episode boundary, every step is counted once (``StepCounter`` counts exactly), and an ended
+episode costs no extra round trip. A ``"_reset"`` of an env that has not ended resets it for
+real, through the pool.
+
+Examples:
+    >>> import envhive
+    >>> env = envhive.make("CartPole-v1", num_envs=4, api="torchrl", seed=0)
+    >>> td = env.rollout(3)
+    >>> td.batch_size, td["next", "observation"].shape
+    (torch.Size([4, 3]), torch.Size([4, 3, 4]))
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envhive._extras import require
+from envhive._pool import Pool
+from envhive._spaces import tree_map
+from envhive.errors import ConfigError
+from envhive.frontends._torch import TorchArrays
+
+require("torchrl", "torchrl", "api='torchrl'")
+require("tensordict", "torchrl", "api='torchrl'")
+
+import torch  # noqa: E402
+from tensordict import TensorDict, TensorDictBase  # noqa: E402
+from torchrl.data import (  # noqa: E402
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    Unbounded,
+)
+from torchrl.envs import EnvBase  # noqa: E402
+
+__all__ = ["TorchRLEnv", "spec_for"]
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+def spec_for(space: spaces.Space, n: int, device: Any, action: bool = False) -> Any:
+    """The TorchRL spec of ``n`` stacked values of ``space``.
+
+    Discrete actions are ``Categorical`` (integer actions; a ``start`` is added back when the
+    action is sent), MultiDiscrete actions ``MultiCategorical``; as observations both are
+    ``Bounded`` integers. Dict and Tuple become ``Composite`` (Tuple entries are named
+    ``"0"``, ``"1"``, ...).
+
+    Examples:
+        >>> from gymnasium import spaces
+        >>> spec_for(spaces.Discrete(3), 4, "cpu", action=True).shape
+        torch.Size([4])
+    """
+    if isinstance(space, spaces.Box):
+        dtype = _torch_dtype(space.dtype)
+        shape = (n, *space.shape)
+        if np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)):
+            low = torch.as_tensor(np.broadcast_to(space.low, shape).copy(), dtype=dtype)
+            high = torch.as_tensor(np.broadcast_to(space.high, shape).copy(), dtype=dtype)
+            return Bounded(low, high, shape=shape, dtype=dtype, device=device)
+        return Unbounded(shape=shape, dtype=dtype, device=device)
+    if isinstance(space, spaces.Discrete):
+        dtype = _torch_dtype(space.dtype)
+        if action:
+            return Categorical(int(space.n), shape=(n,), dtype=dtype, device=device)
+        lo, hi = int(space.start), int(space.start + space.n - 1)
+        return Bounded(lo, hi, shape=(n,), dtype=dtype, device=device)
+    if isinstance(space, spaces.MultiDiscrete):
+        dtype = _torch_dtype(space.dtype)
+        nvec = np.asarray(space.nvec)
+        if action and nvec.ndim == 1 and not np.any(space.start):
+            return MultiCategorical(nvec.tolist(), shape=(n, len(nvec)), dtype=dtype, device=device)
+        low = np.broadcast_to(space.start, (n, *nvec.shape)).copy()
+        high = low + np.broadcast_to(nvec - 1, (n, *nvec.shape))
+        return Bounded(torch.as_tensor(low, dtype=dtype), torch.as_tensor(high, dtype=dtype),
+                       shape=(n, *nvec.shape), dtype=dtype, device=device)
+    if isinstance(space, spaces.MultiBinary):
+        shape = (n, *np.atleast_1d(space.n))
+        return Binary(n=int(np.prod(space.n)), shape=shape, dtype=_torch_dtype(space.dtype), device=device)
+    if isinstance(space, spaces.Dict):
+        return Composite({k: spec_for(s, n, device, action) for k, s in space.spaces.items()},
+                         shape=(n,), device=device)
+    if isinstance(space, spaces.Tuple):
+        return Composite({str(i): spec_for(s, n, device, action) for i, s in enumerate(space.spaces)},
+                         shape=(n,), device=device)
+    raise ConfigError(
+        f"api='torchrl': a {type(space).__name__} space has no tensor form; TorchRL specs "
+        "exist for Box, Discrete, MultiDiscrete, MultiBinary and Dict/Tuple of those"
+    )
+
+
+def _as_entries(tree: Any) -> Any:
+    """Dict/Tuple trees of tensors as nested dicts (Tuple entries "0", "1", ...)."""
+    if isinstance(tree, dict):
+        return {k: _as_entries(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return {str(i): _as_entries(v) for i, v in enumerate(tree)}
+    return tree
+
+
+def _from_entries(value: Any, space: spaces.Space) -> Any:
+    """An action read from a tensordict, in the action space's tree shape."""
+    if isinstance(space, spaces.Dict):
+        return {k: _from_entries(value[k], s) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_from_entries(value[str(i)], s) for i, s in enumerate(space.spaces))
+    return value
+
+
+class TorchRLEnv(EnvBase):
+    """A batch-locked TorchRL env over an envhive pool (see the module docstring).
+
+    Built by ``envhive.make(..., api="torchrl", device=None)``. Observations are under
+    ``"observation"`` (a Dict space's keys at the root instead), the action under
+    ``"action"``, and reward, done, terminated and truncated have a trailing dimension of 1,
+    as TorchRL's own envs have them.
+
+    Args:
+        pool: a pool in same_step autoreset mode, ``copy=True`` (rollouts keep every step's
+            tensors, so they must not be views of buffers the next step overwrites).
+        device: the ``torch.device`` of the tensors.
+        name: for ``repr``.
+    """
+
+    batch_locked = True
+
+    def __init__(self, pool: Pool, device: Any, name: str = "") -> None:
+        if pool.autoreset.name != "SAME_STEP" or not pool.copy:
+            raise ConfigError("TorchRLEnv needs a pool in same_step mode with copy=True (use make(api='torchrl'))")
+        n = pool.num_envs
+        super().__init__(device=device, batch_size=torch.Size([n]))
+        self.pool = pool
+        self._name = name
+        self._arrays = TorchArrays(torch.device(device))
+        self._dict_obs = isinstance(pool.observation_space, spaces.Dict)
+        obs_spec = spec_for(pool.observation_space, n, device)
+        self.observation_spec = (
+            obs_spec if self._dict_obs else Composite(observation=obs_spec, shape=(n,), device=device)
+        )
+        act_spec = spec_for(pool.action_space, n, device, action=True)
+        if isinstance(act_spec, Composite):  # a Dict/Tuple action lives under "action" too
+            act_spec = Composite(action=act_spec, shape=(n,), device=device)
+        self.action_spec = act_spec
+        self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=device)
+        self.done_spec = Composite(
+            done=Categorical(2, shape=(n, 1), dtype=torch.bool, device=device),
+            terminated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=device),
+            truncated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=device),
+            shape=(n,), device=device,
+        )
+        self._action_start = self._discrete_start(pool.action_space)
+        self._seed: int | None = None
+        # Rows whose env ended on the last step and was already reset (same_step), with
+        # their reset observations: what the next "_reset" of those rows returns.
+        self._stash_rows = np.zeros(0, np.int64)
+        self._stash: Any = None
+        self._last_obs: Any = None  # the last observations handed out (numpy tree)
+
+    @staticmethod
+    def _discrete_start(space: spaces.Space) -> int:
+        return int(space.start) if isinstance(space, spaces.Discrete) else 0
+
+    # -- EnvBase ---------------------------------------------------------------------
+    def _set_seed(self, seed: int | None) -> None:
+        """Reset every env now, env ``i`` with ``seed + i`` (as ``make(seed=)``, and as
+        TorchRL's GymWrapper seeds a gymnasium vector env); later resets continue each env's
+        own generator."""
+        self.pool.reset(seed=seed)
+        self._stash_rows, self._stash = self._stash_rows[:0], None
+
+    def _obs_td(self, obs: Any, td: TensorDict) -> TensorDict:
+        entries = _as_entries(self._arrays.tree(obs))
+        if self._dict_obs:
+            td.update(entries)
+        else:
+            td.set("observation", entries)
+        return td
+
+    def _flags(self, terminated: np.ndarray, truncated: np.ndarray) -> dict[str, Any]:
+        term = self._arrays.array(terminated).unsqueeze(-1)
+        trunc = self._arrays.array(truncated).unsqueeze(-1)
+        return {"done": term | trunc, "terminated": term, "truncated": trunc}
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = _from_entries(tensordict.get("action"), self.pool.action_space)
+        actions = self._arrays.actions(action)
+        if self._action_start:
+            actions = actions + self._action_start
+        b = self.pool.step(actions)
+        obs = b.obs
+        if b.has_final is not None:
+            # Same_step reset these envs already: keep their reset observations for the
+            # "_reset" TorchRL asks for next, and report the true terminal observations.
+            rows = np.flatnonzero(b.has_final)
+            self._stash_rows = rows
+            self._stash = tree_map(lambda o: o[rows].copy(), obs)
+            tree_map(lambda o, f: o.__setitem__(rows, f[rows]), obs, b.final_obs)
+        else:
+            self._stash_rows = self._stash_rows[:0]
+            self._stash = None
+        self._last_obs = obs
+        n = self.pool.num_envs
+        reward = torch.from_numpy(b.reward.astype(np.float32, copy=False)).reshape(n, 1)
+        out = TensorDict(
+            {"reward": reward.to(self.device), **self._flags(b.terminated, b.truncated)},
+            batch_size=self.batch_size, device=self.device,
+        )
+        return self._obs_td(obs, out)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        n = self.pool.num_envs
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        seed, self._seed = self._seed, None
+        if mask is None or (bool(mask.all()) and not self._stash_rows.size):
+            obs = self.pool.reset(seed=seed).obs
+            self._stash_rows, self._stash = self._stash_rows[:0], None
+        else:
+            want = mask.reshape(n).cpu().numpy()
+            stashed = np.zeros(n, np.bool_)
+            stashed[self._stash_rows] = True
+            fresh = want & ~stashed
+            if fresh.any():
+                every = [seed + i if seed is not None else None for i in range(n)]
+                obs = self.pool.reset(seed=every if seed is not None else None,
+                                      options={"reset_mask": fresh}).obs
+            else:
+                obs = tree_map(np.copy, self._last_obs)
+            use = want[self._stash_rows]
+            if use.any():
+                rows = self._stash_rows[use]
+                tree_map(lambda o, s: o.__setitem__(rows, s[use]), obs, self._stash)
+            keep = ~use
+            self._stash_rows = self._stash_rows[keep]
+            self._stash = None if not keep.any() else tree_map(lambda s: s[keep], self._stash)
+        self._last_obs = obs
+        out = TensorDict(self._flags(np.zeros(n, np.bool_), np.zeros(n, np.bool_)),
+                         batch_size=self.batch_size, device=self.device)
+        return self._obs_td(obs, out)
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Close the pool (its envs, workers and buffers). Idempotent."""
+        self.pool.close()
+        super().close(raise_if_closed=False)
+
+    def __repr__(self) -> str:
+        return (f"envhive.TorchRLEnv({self._name!r}, num_envs={self.pool.num_envs}, "
+                f"executor={self.pool.executor.describe()!r}, device={self.device})")
