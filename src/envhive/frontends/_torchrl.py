@@ -187,18 +187,27 @@ class TorchRLEnv(EnvBase):
         self.pool.reset(seed=seed)
         self._stash_rows, self._stash = self._stash_rows[:0], None
 
-    def _obs_td(self, obs: Any, td: TensorDict) -> TensorDict:
+    def _td(self, source: dict[str, Any]) -> TensorDict:
+        """A tensordict of this env's batch size and device from tensors already there
+        (nested dicts become nested tensordicts), without re-validating every entry."""
+        for key, value in source.items():
+            if isinstance(value, dict):
+                source[key] = self._td(value)
+        return TensorDict._new_unsafe(source, batch_size=self.batch_size, device=self.device)
+
+    def _obs_entries(self, obs: Any, out: dict[str, Any]) -> dict[str, Any]:
         entries = _as_entries(self._arrays.tree(obs))
         if self._dict_obs:
-            td.update(entries)
+            out.update(entries)
         else:
-            td.set("observation", entries)
-        return td
+            out["observation"] = entries
+        return out
 
     def _flags(self, terminated: np.ndarray, truncated: np.ndarray) -> dict[str, Any]:
-        term = self._arrays.array(terminated).unsqueeze(-1)
-        trunc = self._arrays.array(truncated).unsqueeze(-1)
-        return {"done": term | trunc, "terminated": term, "truncated": trunc}
+        to = self._arrays.array
+        n = self.pool.num_envs
+        return {"done": to((terminated | truncated).reshape(n, 1)),
+                "terminated": to(terminated.reshape(n, 1)), "truncated": to(truncated.reshape(n, 1))}
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = _from_entries(tensordict.get("action"), self.pool.action_space)
@@ -217,14 +226,12 @@ class TorchRLEnv(EnvBase):
         else:
             self._stash_rows = self._stash_rows[:0]
             self._stash = None
+        # Handed out as zero-copy tensors: never written again (later changes copy first).
         self._last_obs = obs
         n = self.pool.num_envs
-        reward = torch.from_numpy(b.reward.astype(np.float32, copy=False)).reshape(n, 1)
-        out = TensorDict(
-            {"reward": reward.to(self.device), **self._flags(b.terminated, b.truncated)},
-            batch_size=self.batch_size, device=self.device,
-        )
-        return self._obs_td(obs, out)
+        out = self._flags(b.terminated, b.truncated)
+        out["reward"] = self._arrays.array(b.reward.astype(np.float32).reshape(n, 1))
+        return self._td(self._obs_entries(obs, out))
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         n = self.pool.num_envs
@@ -252,9 +259,35 @@ class TorchRLEnv(EnvBase):
             self._stash_rows = self._stash_rows[keep]
             self._stash = None if not keep.any() else tree_map(lambda s: s[keep], self._stash)
         self._last_obs = obs
-        out = TensorDict(self._flags(np.zeros(n, np.bool_), np.zeros(n, np.bool_)),
-                         batch_size=self.batch_size, device=self.device)
-        return self._obs_td(obs, out)
+        out = self._flags(np.zeros(n, np.bool_), np.zeros(n, np.bool_))
+        return self._td(self._obs_entries(obs, out))
+
+    def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Reset the envs that are done, as ``EnvBase.maybe_reset`` does, in one step when
+        they are exactly the envs the last step already reset (same_step): their reset
+        observations replace the terminal ones at the root and their done flags clear, with
+        no call to the envs and none of the generic reset's bookkeeping. Anything else (a
+        done env the last step did not end, transforms' own resets) takes the generic path.
+        """
+        done = tensordict.get("done", None)
+        if done is None or not self._stash_rows.size:
+            return super().maybe_reset(tensordict)
+        n = self.pool.num_envs
+        rows = np.flatnonzero(done.reshape(n).cpu().numpy())
+        if not np.array_equal(rows, self._stash_rows):
+            return super().maybe_reset(tensordict)
+        # The envs' current observations: the last ones with the reset rows put in, as new
+        # arrays (the last ones are the "next" tensors a rollout or collector already holds).
+        current = tree_map(np.copy, self._last_obs)
+        tree_map(lambda o, s: o.__setitem__(rows, s), current, self._stash)
+        self._last_obs = current
+        self._stash_rows, self._stash = self._stash_rows[:0], None
+        # Every done env was reset, and only done envs can have a flag set: all flags clear.
+        zeros = np.zeros(n, np.bool_)
+        entries = self._obs_entries(current, self._flags(zeros, zeros))
+        for key, value in entries.items():
+            tensordict.set(key, self._td(value) if isinstance(value, dict) else value)
+        return tensordict
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Close the pool (its envs, workers and buffers). Idempotent."""
