@@ -229,11 +229,16 @@ def test_observation_space_mismatch_names_env(executor):
     check_msg(info.value, "env 1", "observation_space", "(4, 4, 3)", "(3,)")
 
 
-@pytest.mark.parametrize("mode", ["sometimes", "NEXT_STEP", "", None, 1])
+@pytest.mark.parametrize("mode", ["sometimes", "NEXT_STEP", "", 1])
 def test_unknown_autoreset_mode(mode):
     with pytest.raises(envhive.ConfigError) as info:
         envhive.make(lambda: CountingEnv(), 2, autoreset=mode)
     check_msg(info.value, repr(mode), "expected one of", "'next_step'", "'same_step'", "'disabled'")
+
+
+def test_autoreset_none_is_the_default_next_step():
+    with envhive.make(lambda: CountingEnv(), 2, autoreset=None) as env:
+        assert env.autoreset_mode is envhive.AutoresetMode.NEXT_STEP
 
 
 @pytest.mark.parametrize("batch_size", [4, 0, -1, 1.0, "2", True])
