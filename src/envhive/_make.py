@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._autoreset import parse_autoreset
+from envhive._extras import require
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.errors import ConfigError
@@ -227,6 +228,8 @@ def make(
             )
         if not copy:
             raise ConfigError("copy=False: TorchRL rollouts keep every step's tensors; leave copy=True")
+        require("torchrl", "torchrl", "api='torchrl'")  # before anything is built
+        require("tensordict", "torchrl", "api='torchrl'")
         from envhive.frontends._torchrl import TorchRLEnv
 
         autoreset = "same_step"

@@ -185,3 +185,34 @@ def test_misuse_is_a_clear_error():
     with pytest.raises(envhive.ConfigError, match="Text space has no tensor form"):
         envhive.make(lambda: ZooEnv(SPACE_ZOO["text"], SPACE_ZOO["multidiscrete"]), 2, api="torchrl")
     assert np.asarray(True)  # numpy imported for the module's other uses
+
+
+def test_without_torchrl_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torchrl", None)  # import torchrl now raises ImportError
+    with pytest.raises(envhive.ConfigError, match=r"pip install 'envhive\[torchrl\]'"):
+        envhive.make("CartPole-v1", 2, api="torchrl")
+
+
+def accelerators():
+    found = ["cuda"] if torch.cuda.is_available() else []
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        found.append("mps")
+    return found or [pytest.param("cuda", marks=pytest.mark.skip(reason="no accelerator here"))]
+
+
+@pytest.mark.parametrize("device", accelerators())
+def test_an_accelerator_env_gives_the_cpu_envs_data(device):
+    """Written device-agnostic; runs wherever torch sees an accelerator."""
+    def run(dev):
+        env = envhive.make("CartPole-v1", 4, api="torchrl", device=dev, seed=0)
+        out = env.rollout(80, lambda td: td.set("action", (td["observation"][..., 2] > 0).long()),
+                          break_when_any_done=False)
+        env.close()
+        return out
+
+    cpu, dev = run("cpu"), run(device)
+    assert dev.device.type == device
+    for key in ("observation", ("next", "observation"), ("next", "done"), ("next", "reward")):
+        torch.testing.assert_close(dev[key].cpu(), cpu[key], msg=str(key))
