@@ -7,11 +7,13 @@ on ``TypeError`` (TorchRL's ``GymEnv`` passes ``frameskip``). Both must work wit
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import envhive
@@ -98,3 +100,59 @@ def test_torchrl_gym_env_builds_envhive_ids(tmp_path):
     ))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+WRAPPERS = {
+    "RecordEpisodeStatistics": lambda e: gym.wrappers.vector.RecordEpisodeStatistics(e),
+    "NormalizeObservation": lambda e: gym.wrappers.vector.NormalizeObservation(e),
+    "NormalizeReward": lambda e: gym.wrappers.vector.NormalizeReward(e),
+    "DictInfoToList": lambda e: gym.wrappers.vector.DictInfoToList(e),
+    "ClipReward": lambda e: gym.wrappers.vector.ClipReward(e, -0.5, 0.5),
+    "FlattenObservation": lambda e: gym.wrappers.vector.FlattenObservation(e),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_gymnasium_vector_wrappers_work_as_on_sync_vector_env(wrapper, mode):
+    """gymnasium's own vector wrappers over envhive give what they give over SyncVectorEnv, and
+    refuse the same modes with the same error."""
+    wrap = WRAPPERS[wrapper]
+    base = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3, autoreset_mode=MODES[mode])
+    env = envhive.make("CartPole-v1", 3, autoreset=mode)
+    try:
+        ref = wrap(base)
+    except ValueError as err:  # the wrapper does not support this mode
+        base.close()
+        with pytest.raises(ValueError, match=re.escape(str(err).split(",")[0])):
+            wrap(env)
+        env.close()
+        return
+    env = wrap(env)
+    np.testing.assert_array_equal(env.reset(seed=1)[0], ref.reset(seed=1)[0])
+    disabled = mode == "disabled"
+    length = np.zeros(3, int)
+    for t in range(80):
+        act = np.array([t % 2, 1, 0])
+        got, want = env.step(act), ref.step(act)
+        length += 1
+        for x, y in zip(got[:4], want[:4]):
+            np.testing.assert_allclose(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        ended = np.asarray(want[2]) | np.asarray(want[3])
+        if wrapper == "RecordEpisodeStatistics":
+            assert ("episode" in got[4]) == ("episode" in want[4])
+            if "episode" in got[4]:
+                # The true lengths. (Over SyncVectorEnv a partial reset zeroes every env's
+                # statistics: SyncVectorEnv pops "reset_mask" from the caller's options before
+                # the wrapper reads them. envhive leaves the caller's options alone.)
+                np.testing.assert_array_equal(got[4]["episode"]["l"][ended], length[ended])
+                if not disabled:
+                    np.testing.assert_array_equal(got[4]["episode"]["l"], want[4]["episode"]["l"])
+        if disabled and ended.any():
+            env.reset(options={"reset_mask": ended})
+            ref.reset(options={"reset_mask": ended})
+        if ended.any():
+            # next_step: the step after the end is the reset (no step of the new episode).
+            length[ended] = -1 if mode == "next_step" else 0
+    env.close()
+    ref.close()
