@@ -19,6 +19,7 @@ from envhive.frontends._torch import torch_device
 
 if TYPE_CHECKING:
     from envhive.frontends._dm_env import DmEnv
+    from envhive.frontends._torchrl import TorchRLEnv
 
 __all__ = ["make"]
 
@@ -151,6 +152,24 @@ def make(
 ) -> DmEnv: ...
 
 
+@overload
+def make(
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: None = None,
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+    api: Literal["torchrl"],
+    device: Any = None,
+) -> TorchRLEnv: ...
+
+
 def make(
     env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
     num_envs: int = 1,
@@ -165,7 +184,7 @@ def make(
     copy: bool = True,
     api: str = "gymnasium",
     device: Any = None,
-) -> VectorEnv | DmEnv:
+) -> VectorEnv | DmEnv | TorchRLEnv:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
