@@ -168,7 +168,6 @@ class TorchRLEnv(EnvBase):
             shape=(n,), device=device,
         )
         self._action_start = self._discrete_start(pool.action_space)
-        self._seed: int | None = None
         # Rows whose env ended on the last step and was already reset (same_step), with
         # their reset observations: what the next "_reset" of those rows returns.
         self._stash_rows = np.zeros(0, np.int64)
@@ -236,19 +235,16 @@ class TorchRLEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         n = self.pool.num_envs
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        seed, self._seed = self._seed, None
         if mask is None or (bool(mask.all()) and not self._stash_rows.size):
-            obs = self.pool.reset(seed=seed).obs
+            obs = self.pool.reset().obs
             self._stash_rows, self._stash = self._stash_rows[:0], None
         else:
             want = mask.reshape(n).cpu().numpy()
             stashed = np.zeros(n, np.bool_)
             stashed[self._stash_rows] = True
             fresh = want & ~stashed
-            if fresh.any():
-                every = [seed + i if seed is not None else None for i in range(n)]
-                obs = self.pool.reset(seed=every if seed is not None else None,
-                                      options={"reset_mask": fresh}).obs
+            if fresh.any():  # envs that had not ended: a real reset
+                obs = self.pool.reset(options={"reset_mask": fresh}).obs
             else:
                 obs = tree_map(np.copy, self._last_obs)
             use = want[self._stash_rows]
