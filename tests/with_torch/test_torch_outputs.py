@@ -154,6 +154,13 @@ def test_numeric_infos_are_tensors_and_final_obs_holds_tensors():
 def test_bad_devices_and_apis_are_clear_errors():
     with pytest.raises(envhive.ConfigError, match="device"):
         envhive.make("CartPole-v1", 2, device="warp-drive")
+    with pytest.raises(envhive.ConfigError, match="hold no data"):
+        envhive.make("CartPole-v1", 2, device="meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(envhive.ConfigError, match="'cuda' is not available here"):
+            envhive.make("CartPole-v1", 2, device="cuda")
+        with pytest.raises(envhive.ConfigError, match="'cuda' is not available here"):
+            envhive.make("CartPole-v1", 2, device="cuda", api="torchrl")
     with pytest.raises(envhive.ConfigError, match="dm_env"):
         envhive.make("CartPole-v1", 2, device="cpu", api="dm_env")
 

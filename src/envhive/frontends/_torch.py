@@ -43,9 +43,16 @@ def torch_device(device: Any) -> Any:
     ``torch.device``; a clear error when torch is missing or the device does not parse."""
     torch = require("torch", "torch", f"device={device!r} (torch tensors)")
     try:
-        return torch.device(device)
+        dev = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ConfigError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {device!r} ({err})") from None
+    if dev.type == "meta":
+        raise ConfigError("device: 'meta' tensors hold no data; expected 'cpu' or an accelerator")
+    try:
+        torch.empty(1, device=dev)  # fails now, not at the first step, if it is not usable
+    except Exception as err:  # AssertionError (no CUDA build), RuntimeError (no such device)
+        raise ConfigError(f"device: {device!r} is not available here ({type(err).__name__}: {err})") from None
+    return dev
 
 
 class TorchArrays:
