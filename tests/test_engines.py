@@ -38,14 +38,15 @@ def _engine(env: envhive.VectorEnv) -> Engine:
 
 # ------------------------------------------------------------------ registry
 def test_every_compiled_id_resolves_to_its_engine():
-    assert set(compiled_ids()) == set(compiled_ids("kernel")) | set(compiled_ids("mujoco"))
+    assert set(compiled_ids()) == (
+        set(compiled_ids("kernel")) | set(compiled_ids("mujoco")) | set(compiled_ids("torch")))
     assert set(compiled_ids()) <= set(envhive.list_envs())
     assert set(compiled_ids()) <= set(builtin_ids())
     for env_id in compiled_ids():
         entry = compiled_env(env_id)
         assert isinstance(entry, CompiledEnv) and entry.id == env_id
         load_entry_point(entry.entry_point)  # importable
-        assert (entry.family is None) == (entry.engine == "kernel")
+        assert (entry.family is None) == (entry.engine in ("kernel", "torch"))
 
 
 def test_every_compiled_mujoco_id_has_its_family():

@@ -28,7 +28,7 @@ SRC = pathlib.Path(envhive.__file__).resolve().parent
 
 BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces", "envhive.errors")
 #: What compiled code (engines, kernels, envs) may import from envhive, besides its own package.
-COMPILED_MAY_IMPORT = (*BASE, "envhive._runner", "envhive.engines")
+COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines")
 #: What the base must never import: everything above it.
 ABOVE_BASE = (
     "envhive._pool", "envhive.executors", "envhive.engines", "envhive.kernels", "envhive.envs",

@@ -229,6 +229,11 @@ def resolve_id(
 
         kernel_cls: Any = _load(compiled.entry_point)
         return KernelFactory(kernel_cls, kwargs, max_episode_steps), env_id
+    if compiled is not None and compiled.engine == "torch":
+        from envhive.engines._torch import TorchEnvFactory
+
+        torch_cls: Any = _load(compiled.entry_point)
+        return TorchEnvFactory(torch_cls, kwargs, max_episode_steps), env_id
     _import_plugin(env_id)
     try:
         gym.spec(env_id)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 __all__ = ["CompiledEnv", "compiled_ids", "compiled_env", "family_of", "load_entry_point"]
 
-EngineKind = Literal["kernel", "mujoco"]
+EngineKind = Literal["kernel", "mujoco", "torch"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ _COMPILED: dict[str, CompiledEnv] = {
         _kernel("MountainCar-v0", "_mountain_car:MountainCarKernel"),
         _kernel("MountainCarContinuous-v0", "_mountain_car:MountainCarContinuousKernel"),
         _kernel("Acrobot-v1", "_acrobot:AcrobotKernel"),
+        CompiledEnv("envhive/TorchCartPole-v1", "torch", "envhive.envs.torch:TorchCartPole"),
         _mujoco("Ant-v5", "AntEnv", "_families:AntFamily"),
         _mujoco("HalfCheetah-v5", "HalfCheetahEnv", "_families:HalfCheetahFamily"),
         _mujoco("Hopper-v5", "HopperEnv", "_families:HopperFamily"),

@@ -19,21 +19,16 @@ import gymnasium as gym
 import numba
 import numpy as np
 
+from envhive.engines._cartpole_math import FORCE_MAG, THETA_THRESHOLD, X_THRESHOLD, euler_step
 from envhive.engines._columns import column_index
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["CartPoleKernel"]
 
-_GRAVITY = 9.8
-_MASSCART = 1.0
-_MASSPOLE = 0.1
-_TOTAL_MASS = _MASSPOLE + _MASSCART
-_LENGTH = 0.5  # half the pole's length
-_POLEMASS_LENGTH = _MASSPOLE * _LENGTH
-_FORCE_MAG = 10.0
-_TAU = 0.02
-_THETA_THRESHOLD = 12 * 2 * math.pi / 360
-_X_THRESHOLD = 2.4
+_FORCE_MAG = FORCE_MAG
+_THETA_THRESHOLD = THETA_THRESHOLD
+_X_THRESHOLD = X_THRESHOLD
+_euler_step = numba.njit(nogil=True, inline="always")(euler_step)  # the one physics, compiled
 
 #: The columns of ``params`` (the keywords gymnasium's env takes).
 PARAMS = ("sutton_barto_reward",)
@@ -45,18 +40,9 @@ def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     sutton_barto = params[_SUTTON_BARTO] != 0.0
     x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
     force = _FORCE_MAG if actions[i] == 1 else -_FORCE_MAG
-    costheta = math.cos(theta)
-    sintheta = math.sin(theta)
-    temp = (force + _POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / _TOTAL_MASS
-    thetaacc = (_GRAVITY * sintheta - costheta * temp) / (
-        _LENGTH * (4.0 / 3.0 - _MASSPOLE * (costheta * costheta) / _TOTAL_MASS)
+    x, x_dot, theta, theta_dot = _euler_step(
+        x, x_dot, theta, theta_dot, force, math.cos(theta), math.sin(theta)
     )
-    xacc = temp - _POLEMASS_LENGTH * thetaacc * costheta / _TOTAL_MASS
-    # Euler integration, gymnasium's default ("euler").
-    x = x + _TAU * x_dot
-    x_dot = x_dot + _TAU * xacc
-    theta = theta + _TAU * theta_dot
-    theta_dot = theta_dot + _TAU * thetaacc
     state[0], state[1], state[2], state[3] = x, x_dot, theta, theta_dot
     obs[0], obs[1], obs[2], obs[3] = x, x_dot, theta, theta_dot
     terminated = (

@@ -1,0 +1,300 @@
+"""Torch-native batched envs: the protocol, and the engine the native executor drives them with.
+
+A *torch batched env* keeps the state of all its envs in tensors on one device and resets or
+steps any subset of them in one call (the IsaacLab ``DirectRLEnv`` shape). Subclass
+:class:`TorchBatchedEnv` and implement :meth:`~TorchBatchedEnv.reset_envs` and
+:meth:`~TorchBatchedEnv.step_envs`; everything else (the three autoreset modes, partial
+resets, ``send``/``recv``, every front end) comes from the pool, as for any other env.
+
+:class:`TorchEngine` runs one on the ``native`` executor. It binds tensor views of the pool's
+buffers (``torch.from_numpy``: on the CPU the env's results land in the very arrays the front
+ends hand out, with one ``copy_`` per array and no conversion). Per call it reads the ops the
+pool planned, steps the envs that step, resets those that reset (seeded from the command
+block), and writes final observations for same_step's ended envs.
+
+Devices: the pool's buffers are host arrays today, so an env on an accelerator pays one
+device-to-host copy of its results per step. Device-resident buffers, with only the done
+flags crossing to the host, are the next step (see docs/architecture.md).
+
+Examples:
+    >>> import envhive, numpy as np
+    >>> env = envhive.make("envhive/TorchCartPole-v1", num_envs=4, seed=0)
+    >>> env.executor
+    'native'
+    >>> obs, info = env.reset()
+    >>> obs, rew, term, trunc, info = env.step(np.ones(4, dtype=np.int64))
+    >>> obs.shape, rew.tolist()
+    ((4, 4), [1.0, 1.0, 1.0, 1.0])
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envhive._buffers import Buffers
+from envhive._extras import require
+from envhive._ops import RESET, STEP_RESET
+from envhive._report import Completion, EnvProps
+from envhive.engines._protocol import StepAllResult
+from envhive.errors import ConfigError, EnvWorkerError
+
+__all__ = ["TorchBatchedEnv", "TorchEngine"]
+
+
+class TorchBatchedEnv:
+    """Base class of a batch of envs whose state lives in torch tensors on ``device``.
+
+    Subclasses set ``single_observation_space`` and ``single_action_space`` (one env's; a Box
+    observation, a Box or Discrete action) and implement :meth:`reset_envs` and
+    :meth:`step_envs`. Episodes end on their own (``terminated``), or by the env's time limit
+    (``truncated``): keep a per-env step counter, as ``max_episode_steps`` says.
+
+    Args:
+        num_envs: the batch size.
+        device: a torch device for the state (``"cpu"``, ``"cuda:0"``, ...).
+        max_episode_steps: time limit (``None``: the class default).
+    """
+
+    single_observation_space: gym.spaces.Space
+    single_action_space: gym.spaces.Space
+    metadata: dict[str, Any] = {"render_modes": []}
+    default_max_episode_steps: int = 0
+
+    def __init__(self, num_envs: int, device: Any = "cpu", max_episode_steps: int | None = None) -> None:
+        torch = require("torch", "torch", f"{type(self).__name__} (a torch batched env)")
+        self.torch = torch
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        steps = self.default_max_episode_steps if max_episode_steps is None else max_episode_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ConfigError(f"max_episode_steps: expected a non-negative int, got {steps!r}")
+        self.max_episode_steps = steps
+
+    def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
+        """Start a new episode in envs ``env_ids`` (int64 tensor on ``device``), each seeded
+        with its entry of ``seeds`` (``None``: continue its generator), as ``Env.reset(seed=)``
+        does. Returns their observations, shape ``(len(env_ids), *obs_shape)``."""
+        raise NotImplementedError
+
+    def step_envs(self, actions: Any, env_ids: Any) -> tuple[Any, Any, Any, Any]:
+        """Step envs ``env_ids`` with ``actions`` (one row each, on ``device``); ``env_ids``
+        is ``None`` for every env in order (the common case: no gather, no scatter). Returns
+        ``(obs, reward, terminated, truncated)`` rows for those envs."""
+        raise NotImplementedError
+
+
+class TorchEngine:
+    """Drives a :class:`TorchBatchedEnv` for the native executor (see the module docstring)."""
+
+    def __init__(self, env: TorchBatchedEnv) -> None:
+        self.env = env
+        self.torch = env.torch
+        self.num_envs = env.num_envs
+        self.props = EnvProps(env.single_observation_space, env.single_action_space,
+                              dict(env.metadata), None, None)
+        self._space = env.single_action_space
+        self._all = np.arange(env.num_envs, dtype=np.int64)
+
+    def bind(self, buffers: Buffers) -> None:
+        """Bind tensor views of the pool's buffers (once)."""
+        t = self.torch.from_numpy
+        self._b = b = buffers
+        self._obs, self._reward = t(b.obs), t(b.reward)
+        self._term, self._trunc = t(b.terminated), t(b.truncated)
+        self._final = t(b.final_obs) if b.final_obs is not None else None
+        self._all_ids = self.torch.arange(self.num_envs, device=self.env.device)
+
+    # -- actions -----------------------------------------------------------------------
+    def _first_bad(self, actions: np.ndarray, ids: np.ndarray) -> int:
+        """The first env of ``ids`` whose action is outside the action space, or -1."""
+        space, acts = self._space, actions[ids]
+        if isinstance(space, gym.spaces.Discrete):
+            bad = (acts < space.start) | (acts >= space.start + space.n)
+        elif isinstance(space, gym.spaces.Box):
+            flat = acts.reshape(len(ids), -1)
+            bad = ~np.isfinite(flat).all(axis=1) | (flat < space.low.reshape(-1)).any(axis=1) | (
+                flat > space.high.reshape(-1)).any(axis=1)
+        else:  # pragma: no cover - refused at construction
+            return -1
+        hits = np.flatnonzero(bad)
+        return int(ids[hits[0]]) if hits.size else -1
+
+    # -- ops ---------------------------------------------------------------------------
+    def _perform(self, ids: np.ndarray, actions: np.ndarray, seeded: bool) -> int:
+        """Run the planned op of every env in ``ids``; returns how many stepped envs ended.
+
+        ``seeded``: RESET ops take the seeds of the command block (``run``: resets the pool
+        sent); in ``step_all`` every RESET is an autoreset, and the block's seeds belong to
+        earlier reset calls."""
+        torch, env, b = self.torch, self.env, self._b
+        ops = b.ops[ids]
+        resets = ops == RESET
+        done = 0
+        step_ids = ids if not resets.any() else ids[~resets]
+        if step_ids.size == self.num_envs and (step_ids is self._all or np.array_equal(step_ids, self._all)):
+            # Every env, in order: whole tensors, no gather or scatter.
+            obs, reward, term, trunc = env.step_envs(torch.from_numpy(actions).to(env.device), None)
+            self._obs.copy_(obs)
+            self._reward.copy_(reward)
+            term_h, trunc_h = term.cpu(), trunc.cpu()
+            self._term.copy_(term_h)
+            self._trunc.copy_(trunc_h)
+        elif step_ids.size:
+            dev_ids = torch.from_numpy(step_ids).to(env.device)
+            acts = torch.from_numpy(actions[step_ids]).to(env.device)
+            obs, reward, term, trunc = env.step_envs(acts, dev_ids)
+            rows = torch.from_numpy(step_ids)
+            self._obs[rows] = obs.to(self._obs.dtype).cpu()
+            self._reward[rows] = reward.to(self._reward.dtype).cpu()
+            term_h, trunc_h = term.cpu(), trunc.cpu()
+            self._term[rows], self._trunc[rows] = term_h, trunc_h
+        if step_ids.size:
+            ended = (term_h | trunc_h).numpy()
+            done = int(np.count_nonzero(ended))
+            if done:
+                again = step_ids[ended & (ops[~resets] == STEP_RESET)]
+                if again.size:  # same_step: the terminal obs moves to final_obs, then reset
+                    r = torch.from_numpy(again)
+                    assert self._final is not None
+                    self._final[r] = self._obs[r]
+                    self._obs[r] = env.reset_envs(r.to(env.device), [None] * again.size).to(self._obs.dtype).cpu()
+        if resets.any():
+            reset_ids = ids[resets]
+            seeds = [b.seed_of(int(i)) for i in reset_ids] if seeded else [None] * reset_ids.size
+            r = torch.from_numpy(reset_ids)
+            self._obs[r] = env.reset_envs(r.to(env.device), seeds).to(self._obs.dtype).cpu()
+            self._reward[r] = 0.0
+            self._term[r] = False
+            self._trunc[r] = False
+        return done
+
+    def step_all(self, actions: np.ndarray) -> StepAllResult:
+        """Run every env's op with ``actions`` (validated first: nothing runs if one is bad)."""
+        bad = self._first_bad(actions, self._all[self._b.ops != RESET])
+        if bad >= 0:
+            return StepAllResult(bad, 0, None, None)
+        return StepAllResult(-1, self._perform(self._all, actions, seeded=False), None, None)
+
+    def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
+        """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
+        b = self._b
+        if options and np.any(b.ops[ids] == RESET):
+            for i in ids[b.ops[ids] == RESET].tolist():
+                out.errors[i] = EnvWorkerError(
+                    f"reset options are not supported by torch batched envs, got {sorted(options)}",
+                    env_id=i, cause_type="ConfigError",
+                )
+            ids = ids[b.ops[ids] != RESET]
+        if not ids.size:
+            return
+        self._perform(ids, b.actions, seeded=True)
+        out.env_ids.extend(ids.tolist())
+        if b.final_obs is not None:
+            ended = b.terminated[ids] | b.truncated[ids]
+            for i in ids[ended & (b.ops[ids] == STEP_RESET)].tolist():
+                out.final_infos[i] = {}
+
+    def call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+        env_ids: Sequence[int] | None = None,
+    ) -> list[Any]:
+        """The batched env's attribute ``name`` (called with the arguments if callable), once
+        per env asked for: the envs share one object."""
+        ids = range(self.num_envs) if env_ids is None else list(env_ids)
+        if name in ("observation_space", "action_space"):
+            return [getattr(self.env, f"single_{name}")] * len(ids)
+        value = getattr(self.env, name)
+        if callable(value):
+            value = value(*args, **kwargs)
+        return [value] * len(ids)
+
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
+        """Refused: the envs share one object, so a per-env value has nowhere to go."""
+        raise ConfigError(f"set_attr({name!r}): a torch batched env's envs share one object")
+
+    def close(self) -> None:
+        """Let the env release what it holds."""
+        close = getattr(self.env, "close", None)
+        if callable(close):
+            close()
+
+
+class TorchSingleEnv(gym.Env):
+    """One env of a :class:`TorchBatchedEnv` (a batch of 1) behind ``gymnasium.Env``, with
+    numpy in and out: what the serial, thread and process executors run for a torch id, so
+    that it gives the native executor's numbers on every executor.
+
+    Examples:
+        >>> from envhive.envs.torch import TorchCartPole
+        >>> env = TorchSingleEnv(TorchCartPole, {})
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.dtype.name, env.step(1)[1]
+        ('float32', 1.0)
+    """
+
+    def __init__(self, env_cls: type[TorchBatchedEnv], kwargs: dict[str, Any]) -> None:
+        self.batch = env_cls(1, **kwargs)
+        self.observation_space = self.batch.single_observation_space
+        self.action_space = self.batch.single_action_space
+        self.metadata = dict(self.batch.metadata)
+        self.render_mode = None
+        self._ids = self.batch.torch.zeros(1, dtype=self.batch.torch.int64, device=self.batch.device)
+        self._started = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode (``seed`` restarts the env's generator, as in gymnasium)."""
+        if options:
+            raise ConfigError(f"reset options are not supported by torch batched envs, got {sorted(options)}")
+        obs = self.batch.reset_envs(self._ids, [seed])
+        self._started = True
+        return obs[0].cpu().numpy(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One step of the single env."""
+        if not self._started:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        torch = self.batch.torch
+        acts = torch.as_tensor(np.asarray(action)[None], device=self.batch.device)
+        obs, reward, term, trunc = self.batch.step_envs(acts, self._ids)
+        return obs[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
+
+
+class TorchEnvFactory:
+    """A picklable factory for a torch batched env id (or class): one env (a batch of 1) when
+    called, for the serial, thread and process executors; a :class:`TorchEngine` of the whole
+    batch for the native executor, which ``executor="auto"`` picks.
+
+    Examples:
+        >>> from envhive.envs.torch import TorchCartPole
+        >>> TorchEnvFactory(TorchCartPole, {}, None)().action_space
+        Discrete(2)
+    """
+
+    preferred_executor = "native"
+    preferred_min_envs = 1
+
+    def __init__(self, env_cls: type[TorchBatchedEnv], kwargs: dict[str, Any], max_episode_steps: int | None) -> None:
+        self.env_cls = env_cls
+        self.kwargs = dict(kwargs)
+        if max_episode_steps is not None:
+            self.kwargs["max_episode_steps"] = max_episode_steps
+        env_cls(0, **self.kwargs)  # bad keywords fail at make(), not inside a worker
+
+    def __call__(self) -> TorchSingleEnv:
+        return TorchSingleEnv(self.env_cls, self.kwargs)
+
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> TorchEngine:
+        """The whole batch as one torch env."""
+        return TorchEngine(self.env_cls(num_envs, **self.kwargs))
+
+    def key(self) -> tuple[Any, ...]:
+        """What must be equal for two factories to share one batch."""
+        return (self.env_cls, sorted(self.kwargs.items()))
+
+    def __repr__(self) -> str:
+        return self.env_cls.__name__

@@ -1,0 +1,111 @@
+"""CartPole-v1 as a torch batched env: gymnasium's dynamics on tensors, on any device.
+
+The state is float64 (as gymnasium's), observations float32. Reset noise is drawn on the host
+from each env's own ``gymnasium.utils.seeding.np_random`` generator, exactly as
+``CartPoleEnv.reset`` draws it, so a seed gives gymnasium's first state; the dynamics then run
+as batched tensor arithmetic in gymnasium's operation order. torch's ``sin``/``cos`` may differ
+from the C library's in the last bit, so trajectories match gymnasium's to ~1e-12, not bit for
+bit (tests/envs/test_torch_cartpole.py).
+
+Examples:
+    >>> import torch
+    >>> env = TorchCartPole(3)
+    >>> obs = env.reset_envs(torch.arange(3), [0, 1, 2])
+    >>> obs.shape, obs.dtype
+    (torch.Size([3, 4]), torch.float32)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+
+from envhive.engines._cartpole_math import FORCE_MAG, THETA_THRESHOLD, X_THRESHOLD, euler_step
+from envhive.engines._torch import TorchBatchedEnv
+
+__all__ = ["TorchCartPole"]
+
+_FORCE_MAG = FORCE_MAG
+_THETA_THRESHOLD = THETA_THRESHOLD
+_X_THRESHOLD = X_THRESHOLD
+_STOCK = 64  # reset noise drawn ahead per env
+
+
+class TorchCartPole(TorchBatchedEnv):
+    """gymnasium's ``CartPole-v1`` (Euler integrator, 500-step limit), batched in tensors.
+
+    Args:
+        num_envs: the batch size.
+        device: where the state lives.
+        max_episode_steps: time limit (default 500; 0: none).
+    """
+
+    default_max_episode_steps = 500
+    _high = np.array([_X_THRESHOLD * 2, np.inf, _THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+    single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
+    single_action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, num_envs: int, device: Any = "cpu", max_episode_steps: int | None = None) -> None:
+        super().__init__(num_envs, device, max_episode_steps)
+        torch = self.torch
+        self.state = torch.zeros((self.num_envs, 4), dtype=torch.float64, device=self.device)
+        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
+        # Reset noise is drawn ahead, _STOCK resets per env at a time (the same stream as one
+        # draw per reset: a Generator's uniforms come in order), so that a reset costs an
+        # index, not a Python call per env.
+        self._stock = np.zeros((self.num_envs, _STOCK, 4))
+        self._pos = np.full(self.num_envs, _STOCK)
+
+    def _refill(self, i: int) -> None:
+        self._stock[i] = self._rngs[i].uniform(low=-0.05, high=0.05, size=(_STOCK, 4))  # type: ignore[union-attr]
+        self._pos[i] = 0
+
+    def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
+        """Gymnasium's reset of each env in ``env_ids``: uniform(-0.05, 0.05) from its own
+        generator (re-made from the seed when one is given)."""
+        rngs, pos = self._rngs, self._pos
+        ids = env_ids.cpu().numpy()
+        for k, seed in enumerate(seeds):
+            if seed is not None or rngs[ids[k]] is None:
+                rngs[ids[k]] = seeding.np_random(seed)[0]
+                self._refill(int(ids[k]))
+        for i in ids[pos[ids] >= _STOCK].tolist():
+            self._refill(i)
+        noise = self._stock[ids, pos[ids]]
+        pos[ids] += 1
+        fresh = self.torch.from_numpy(noise).to(self.device)
+        self.state[env_ids] = fresh
+        self.elapsed[env_ids] = 0
+        return fresh.to(self.torch.float32)
+
+    def step_envs(self, actions: Any, env_ids: Any) -> tuple[Any, Any, Any, Any]:
+        """One Euler step of envs ``env_ids``, in gymnasium's order of operations."""
+        torch = self.torch
+        s = self.state if env_ids is None else self.state[env_ids]
+        x, x_dot, theta, theta_dot = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
+        force = torch.where(actions == 1, _FORCE_MAG, -_FORCE_MAG).to(torch.float64)
+        x, x_dot, theta, theta_dot = euler_step(
+            x, x_dot, theta, theta_dot, force, torch.cos(theta), torch.sin(theta)
+        )
+        new = torch.stack((x, x_dot, theta, theta_dot), dim=1)
+        if env_ids is None:
+            self.state = new
+        else:
+            self.state[env_ids] = new
+        terminated = (x < -_X_THRESHOLD) | (x > _X_THRESHOLD) | (theta < -_THETA_THRESHOLD) | (
+            theta > _THETA_THRESHOLD)
+        if env_ids is None:
+            self.elapsed += 1
+            elapsed = self.elapsed
+        else:
+            elapsed = self.elapsed[env_ids] + 1
+            self.elapsed[env_ids] = elapsed
+        limit = self.max_episode_steps
+        truncated = elapsed >= limit if limit else torch.zeros_like(terminated)
+        reward = torch.ones(s.shape[0], dtype=torch.float64, device=self.device)
+        return new.to(torch.float32), reward, terminated, truncated

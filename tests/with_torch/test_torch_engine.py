@@ -1,0 +1,111 @@
+"""Torch batched envs (engines/_torch.py): envhive/TorchCartPole-v1 through the pool.
+
+Aligned with the numba kernel envhive/CartPole-v1 (same seeds give the same first states;
+trajectories agree to float rounding: torch's sin/cos may differ from libm's in the last bit),
+identical on every executor (the serial, thread and process executors run batches of one with
+the same torch code), in every autoreset mode, async, and through the TorchRL front end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import envhive  # noqa: E402
+from envhive.executors import available_executors  # noqa: E402
+from envhive.testing import assert_same_transcript  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+MODES = ["next_step", "same_step", "disabled"]
+
+
+def actions(t: int, n: int) -> np.ndarray:
+    return np.array([(t // 3 + i) % 2 for i in range(n)], np.int64)
+
+
+def run(env, steps: int, seed=7):
+    """Reset, then steps (partial resets by mask in disabled mode); every output copied."""
+    disabled = env.autoreset_mode.name == "DISABLED"
+    out = [tuple(np.copy(x) if isinstance(x, np.ndarray) else x for x in env.reset(seed=seed))]
+    for t in range(steps):
+        step = env.step(actions(t, env.num_envs))
+        out.append(tuple(np.copy(x) if isinstance(x, np.ndarray) else x for x in step))
+        ended = step[2] | step[3]
+        if disabled and ended.any():
+            out.append(tuple(np.copy(x) if isinstance(x, np.ndarray) else x
+                             for x in env.reset(options={"reset_mask": ended.copy()})))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_aligned_with_the_numba_kernel(mode):
+    with envhive.make("envhive/TorchCartPole-v1", 6, autoreset=mode) as t_env, \
+         envhive.make("envhive/CartPole-v1", 6, autoreset=mode) as k_env:
+        got, want = run(t_env, 300), run(k_env, 300)
+    assert len(got) == len(want)
+    np.testing.assert_array_equal(got[0][0], want[0][0])  # first states: bit for bit
+    ends = 0
+    for a, b in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-6)
+        if len(a) == 5:  # a step
+            np.testing.assert_array_equal(a[1], b[1])
+            np.testing.assert_array_equal(a[2], b[2])
+            np.testing.assert_array_equal(a[3], b[3])
+            ends += int((a[2] | a[3]).sum())
+    assert ends >= 20  # many episodes ended (and were reset) inside the run
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", [n for n in available_executors() if n != "serial"])
+def test_identical_on_every_executor(name, mode):
+    with envhive.make("envhive/TorchCartPole-v1", 4, executor="serial", autoreset=mode) as ref, \
+         envhive.make("envhive/TorchCartPole-v1", 4, executor=name, autoreset=mode) as env:
+        assert_same_transcript(run(env, 120), run(ref, 120))
+    with envhive.make("envhive/TorchCartPole-v1", 4, autoreset=mode) as native, \
+         envhive.make("envhive/TorchCartPole-v1", 4, executor="serial", autoreset=mode) as serial:
+        assert native.executor == "native"
+        assert_same_transcript(run(native, 120), run(serial, 120))
+
+
+def test_async_batches_match_the_serial_executor():
+    def collect(executor):
+        env = envhive.make("envhive/TorchCartPole-v1", 4, batch_size=2, executor=executor, seed=3)
+        env.async_reset()
+        seen = []
+        for t in range(80):
+            obs, rew, term, trunc, info = env.recv()
+            ids = info["env_id"]
+            seen.append((ids.copy(), obs.copy(), term.copy()))
+            env.send(actions(t, 2), ids)
+        env.close()
+        return seen
+
+    for (ia, oa, ta), (ib, ob, tb) in zip(collect("native"), collect("serial")):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(oa, ob)
+        np.testing.assert_array_equal(ta, tb)
+
+
+def test_torchrl_front_end_runs_it():
+    pytest.importorskip("torchrl")
+    from torchrl.envs.utils import check_env_specs
+
+    env = envhive.make("envhive/TorchCartPole-v1", 8, api="torchrl", seed=0)
+    check_env_specs(env)
+    td = env.rollout(200, break_when_any_done=False)
+    assert td["next", "done"].sum() > 0
+    env.close()
+
+
+def test_bad_actions_and_options_are_clear_errors():
+    with envhive.make("envhive/TorchCartPole-v1", 2, seed=0) as env:
+        env.reset()
+        with pytest.raises(envhive.ActionError):
+            env.step(np.array([0, 5]))
+        env.step(np.array([0, 1]))  # nothing was stepped by the bad call; the pool goes on
+        with pytest.raises(envhive.EnvWorkerError, match="reset options"):
+            env.reset(options={"x": 1})
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        envhive.make("envhive/TorchCartPole-v1", 2, env_kwargs={"frameskip": 4})
