@@ -74,6 +74,7 @@ _COMPILED: dict[str, CompiledEnv] = {
         _kernel("MountainCarContinuous-v0", "_mountain_car:MountainCarContinuousKernel"),
         _kernel("Acrobot-v1", "_acrobot:AcrobotKernel"),
         CompiledEnv("envhive/TorchCartPole-v1", "torch", "envhive.envs.torch:TorchCartPole"),
+        CompiledEnv("envhive/TorchPendulum-v1", "torch", "envhive.envs.torch:TorchPendulum"),
         _mujoco("Ant-v5", "AntEnv", "_families:AntFamily"),
         _mujoco("HalfCheetah-v5", "HalfCheetahEnv", "_families:HalfCheetahFamily"),
         _mujoco("Hopper-v5", "HopperEnv", "_families:HopperFamily"),

@@ -43,7 +43,7 @@ from envhive._report import Completion, EnvProps
 from envhive.engines._protocol import StepAllResult
 from envhive.errors import ConfigError, EnvWorkerError
 
-__all__ = ["TorchBatchedEnv", "TorchEngine"]
+__all__ = ["TorchBatchedEnv", "TorchEngine", "NoiseStock", "TorchSingleEnv", "TorchEnvFactory"]
 
 
 class TorchBatchedEnv:
@@ -88,6 +88,51 @@ class TorchBatchedEnv:
         raise NotImplementedError
 
 
+class NoiseStock:
+    """Per-env reset noise drawn ahead on the host, the way gymnasium's envs draw it.
+
+    Each env has its own generator (``gymnasium.utils.seeding.np_random``, re-made when a reset
+    brings a seed, made unseeded at an env's first reset otherwise), and ``draw(rng, count)``
+    draws ``count`` resets' worth at once: the same stream as one draw per reset, since a
+    Generator's numbers come in order. A reset then costs an index, not a Python call per env.
+
+    Examples:
+        >>> import numpy as np, torch
+        >>> stock = NoiseStock(2, 3, lambda rng, k: rng.uniform(-1, 1, size=(k, 3)))
+        >>> stock.take(torch.tensor([0, 1]), [5, None]).shape
+        (2, 3)
+    """
+
+    STOCK = 64
+
+    def __init__(self, num_envs: int, dim: int, draw: Any) -> None:
+        self._draw = draw
+        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        self._stock = np.zeros((num_envs, self.STOCK, dim))
+        self._pos = np.full(num_envs, self.STOCK)
+
+    def _refill(self, i: int) -> None:
+        self._stock[i] = self._draw(self._rngs[i], self.STOCK)
+        self._pos[i] = 0
+
+    def take(self, env_ids: Any, seeds: Sequence[int | None]) -> np.ndarray:
+        """The next reset's noise of each env in ``env_ids`` (a tensor), seeded as asked."""
+        from gymnasium.utils import seeding
+
+        rngs, pos = self._rngs, self._pos
+        ids = env_ids.cpu().numpy()
+        for k, seed in enumerate(seeds):
+            i = int(ids[k])
+            if seed is not None or rngs[i] is None:
+                rngs[i] = seeding.np_random(seed)[0]
+                self._refill(i)
+        for i in ids[pos[ids] >= self.STOCK].tolist():
+            self._refill(i)
+        noise = self._stock[ids, pos[ids]]
+        pos[ids] += 1
+        return noise
+
+
 class TorchEngine:
     """Drives a :class:`TorchBatchedEnv` for the native executor (see the module docstring)."""
 
@@ -112,6 +157,8 @@ class TorchEngine:
     # -- actions -----------------------------------------------------------------------
     def _first_bad(self, actions: np.ndarray, ids: np.ndarray) -> int:
         """The first env of ``ids`` whose action is outside the action space, or -1."""
+        if not ids.size:
+            return -1
         space, acts = self._space, actions[ids]
         if isinstance(space, gym.spaces.Discrete):
             bad = (acts < space.start) | (acts >= space.start + space.n)

@@ -22,17 +22,15 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.utils import seeding
 
 from envhive.engines._cartpole_math import FORCE_MAG, THETA_THRESHOLD, X_THRESHOLD, euler_step
-from envhive.engines._torch import TorchBatchedEnv
+from envhive.engines._torch import NoiseStock, TorchBatchedEnv
 
 __all__ = ["TorchCartPole"]
 
 _FORCE_MAG = FORCE_MAG
 _THETA_THRESHOLD = THETA_THRESHOLD
 _X_THRESHOLD = X_THRESHOLD
-_STOCK = 64  # reset noise drawn ahead per env
 
 
 class TorchCartPole(TorchBatchedEnv):
@@ -54,30 +52,12 @@ class TorchCartPole(TorchBatchedEnv):
         torch = self.torch
         self.state = torch.zeros((self.num_envs, 4), dtype=torch.float64, device=self.device)
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
-        # Reset noise is drawn ahead, _STOCK resets per env at a time (the same stream as one
-        # draw per reset: a Generator's uniforms come in order), so that a reset costs an
-        # index, not a Python call per env.
-        self._stock = np.zeros((self.num_envs, _STOCK, 4))
-        self._pos = np.full(self.num_envs, _STOCK)
-
-    def _refill(self, i: int) -> None:
-        self._stock[i] = self._rngs[i].uniform(low=-0.05, high=0.05, size=(_STOCK, 4))  # type: ignore[union-attr]
-        self._pos[i] = 0
+        self._noise = NoiseStock(self.num_envs, 4, lambda rng, k: rng.uniform(low=-0.05, high=0.05, size=(k, 4)))
 
     def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
         """Gymnasium's reset of each env in ``env_ids``: uniform(-0.05, 0.05) from its own
         generator (re-made from the seed when one is given)."""
-        rngs, pos = self._rngs, self._pos
-        ids = env_ids.cpu().numpy()
-        for k, seed in enumerate(seeds):
-            if seed is not None or rngs[ids[k]] is None:
-                rngs[ids[k]] = seeding.np_random(seed)[0]
-                self._refill(int(ids[k]))
-        for i in ids[pos[ids] >= _STOCK].tolist():
-            self._refill(i)
-        noise = self._stock[ids, pos[ids]]
-        pos[ids] += 1
+        noise = self._noise.take(env_ids, seeds)
         fresh = self.torch.from_numpy(noise).to(self.device)
         self.state[env_ids] = fresh
         self.elapsed[env_ids] = 0
