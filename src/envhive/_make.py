@@ -12,6 +12,7 @@ from envhive._autoreset import parse_autoreset
 from envhive._extras import require
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
+from envhive.engines._torch import TorchBatchedEnv, TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._gymnasium import VectorEnv
@@ -97,6 +98,10 @@ def _resolve_envs(
         return [factory] * num_envs, name
     if isinstance(env, gym.Env):
         raise ConfigError(_INSTANCE_HINT.format(name=type(env.unwrapped).__name__))
+    if isinstance(env, type) and issubclass(env, TorchBatchedEnv):
+        # A torch batched env class: the whole batch is one object (native executor), or
+        # batches of one on the other executors.
+        return [TorchEnvFactory(env, dict(env_kwargs or {}), max_episode_steps)] * num_envs, env.__name__
     if isinstance(env, Sequence):
         if not env:
             raise ConfigError("env: expected at least one factory, got an empty list")
@@ -189,7 +194,9 @@ def make(
 
     Args:
         env: an id registered with envhive or gymnasium (``"CartPole-v1"``, ``"Ant-v5"``), a
-            zero-argument factory, or a list of factories (one env each; spaces must match).
+            zero-argument factory, a list of factories (one env each; spaces must match), or a
+            :class:`envhive.engines.TorchBatchedEnv` subclass (built as
+            ``cls(num_envs, **env_kwargs)``: the whole batch in tensors).
         num_envs: how many envs (ignored for a list of factories, except that it must match).
         executor: ``"auto"`` (the best available; ``repr`` says which), a registered name such
             as ``"serial"``, or an :class:`envhive.executors.Executor` instance.

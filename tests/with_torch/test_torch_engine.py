@@ -120,3 +120,43 @@ def test_bad_actions_and_options_are_clear_errors():
             env.reset(options={"x": 1})
     with pytest.raises(TypeError, match="unexpected keyword"):
         envhive.make("envhive/TorchCartPole-v1", 2, env_kwargs={"frameskip": 4})
+
+
+class Ticker(envhive.engines.TorchBatchedEnv):
+    """A user's torch batched env: obs = [step, last action]; ends after ``length`` steps.
+    (Not the env id: on other executors each env is a batch of one, whose id is 0.)"""
+
+    single_observation_space = __import__("gymnasium").spaces.Box(0, 1e6, (2,), np.float32)
+    single_action_space = __import__("gymnasium").spaces.Discrete(3)
+
+    def __init__(self, num_envs, device="cpu", max_episode_steps=None, length=4):
+        super().__init__(num_envs, device, max_episode_steps)
+        self.length = length
+        self.t = torch.zeros(num_envs, dtype=torch.int64)
+
+    def reset_envs(self, env_ids, seeds):
+        self.t[env_ids] = 0
+        return torch.zeros((len(env_ids), 2), dtype=torch.float32)
+
+    def step_envs(self, actions, env_ids):
+        ids = torch.arange(self.num_envs) if env_ids is None else env_ids
+        self.t[ids] += 1
+        obs = torch.stack((self.t[ids].to(torch.float32), actions.to(torch.float32)), dim=1)
+        term = self.t[ids] >= self.length
+        return obs, actions.to(torch.float64), term, torch.zeros_like(term)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_users_torch_batched_env_class_goes_to_make(mode):
+    """make(MyTorchEnv, n): the class is built once for the batch (native) or per env (others),
+    with env_kwargs; the pool's autoreset modes apply to it like to any env."""
+    with envhive.make(Ticker, 3, autoreset=mode, env_kwargs={"length": 3}) as env, \
+         envhive.make(Ticker, 3, autoreset=mode, env_kwargs={"length": 3}, executor="serial") as ref:
+        assert env.executor == "native" and "Ticker" in repr(env)
+        got = run(env, 12, actions=lambda t, n: np.full(n, t % 3))
+        want = run(ref, 12, actions=lambda t, n: np.full(n, t % 3))
+        assert_same_transcript(got, want)
+        steps = [int(x) for x in np.concatenate([o[0][:, 0] for o in got])]
+        # Episodes end after 3 steps and start again (same_step hands out the reset obs of an
+        # ending step; the terminal one is in info["final_obs"]).
+        assert max(steps) == (2 if mode == "same_step" else 3)

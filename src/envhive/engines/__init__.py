@@ -34,6 +34,7 @@ from envhive.engines._registry import (
     family_of,
     load_entry_point,
 )
+from envhive.engines._torch import TorchBatchedEnv, TorchEngine
 
 __all__ = [
     "Engine",
@@ -44,4 +45,6 @@ __all__ = [
     "family_of",
     "load_entry_point",
     "column_index",
+    "TorchBatchedEnv",
+    "TorchEngine",
 ]
