@@ -74,6 +74,22 @@ class TorchBatchedEnv:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ConfigError(f"max_episode_steps: expected a non-negative int, got {steps!r}")
         self.max_episode_steps = steps
+        #: Steps taken in each env's episode (subclasses zero it in ``reset_envs``).
+        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+
+    @staticmethod
+    def rows(env_ids: Any) -> Any:
+        """An index for the rows of ``env_ids`` (``None``: every row)."""
+        return slice(None) if env_ids is None else env_ids
+
+    def tick(self, env_ids: Any) -> Any:
+        """Count one step of envs ``env_ids`` (``None``: all); returns their ``truncated``
+        flags (the time limit reached)."""
+        idx = self.rows(env_ids)
+        self.elapsed[idx] += 1
+        elapsed = self.elapsed[idx]
+        limit = self.max_episode_steps
+        return elapsed >= limit if limit else self.torch.zeros_like(elapsed, dtype=self.torch.bool)
 
     def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
         """Start a new episode in envs ``env_ids`` (int64 tensor on ``device``), each seeded
@@ -183,24 +199,18 @@ class TorchEngine:
         resets = ops == RESET
         done = 0
         step_ids = ids if not resets.any() else ids[~resets]
-        if step_ids.size == self.num_envs and (step_ids is self._all or np.array_equal(step_ids, self._all)):
-            # Every env, in order: whole tensors, no gather or scatter.
-            obs, reward, term, trunc = env.step_envs(torch.from_numpy(actions).to(env.device), None)
-            self._obs.copy_(obs)
-            self._reward.copy_(reward)
-            term_h, trunc_h = term.cpu(), trunc.cpu()
-            self._term.copy_(term_h)
-            self._trunc.copy_(trunc_h)
-        elif step_ids.size:
-            dev_ids = torch.from_numpy(step_ids).to(env.device)
-            acts = torch.from_numpy(actions[step_ids]).to(env.device)
+        if step_ids.size:
+            # Every env in order (the common step): whole tensors, no gather or scatter.
+            every = step_ids.size == self.num_envs and (
+                step_ids is self._all or np.array_equal(step_ids, self._all))
+            acts = torch.from_numpy(actions if every else actions[step_ids]).to(env.device)
+            dev_ids = None if every else torch.from_numpy(step_ids).to(env.device)
             obs, reward, term, trunc = env.step_envs(acts, dev_ids)
-            rows = torch.from_numpy(step_ids)
+            rows = slice(None) if every else torch.from_numpy(step_ids)
             self._obs[rows] = obs.to(self._obs.dtype).cpu()
             self._reward[rows] = reward.to(self._reward.dtype).cpu()
             term_h, trunc_h = term.cpu(), trunc.cpu()
             self._term[rows], self._trunc[rows] = term_h, trunc_h
-        if step_ids.size:
             ended = (term_h | trunc_h).numpy()
             done = int(np.count_nonzero(ended))
             if done:

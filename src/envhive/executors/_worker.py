@@ -238,11 +238,12 @@ def _serve(
         if kind == CMD_CLOSE:
             core.handle(Close())
             return
-        if ctrl.seq[w] == seen:
+        seq = int(ctrl.seq[w])
+        if seq == seen:
             # A spare post (the parent re-posted a command a Ctrl-C may have cut short,
             # ProcessExecutor._settle_post): no new command, nothing to do.
             continue
-        seen = int(ctrl.seq[w])
+        seen = seq
         if kind == CMD_CALL:
             name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
             command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)

@@ -51,7 +51,6 @@ class TorchCartPole(TorchBatchedEnv):
         super().__init__(num_envs, device, max_episode_steps)
         torch = self.torch
         self.state = torch.zeros((self.num_envs, 4), dtype=torch.float64, device=self.device)
-        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._noise = NoiseStock(self.num_envs, 4, lambda rng, k: rng.uniform(low=-0.05, high=0.05, size=(k, 4)))
 
     def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
@@ -66,26 +65,17 @@ class TorchCartPole(TorchBatchedEnv):
     def step_envs(self, actions: Any, env_ids: Any) -> tuple[Any, Any, Any, Any]:
         """One Euler step of envs ``env_ids``, in gymnasium's order of operations."""
         torch = self.torch
-        s = self.state if env_ids is None else self.state[env_ids]
+        idx = self.rows(env_ids)
+        s = self.state[idx]
         x, x_dot, theta, theta_dot = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
         force = torch.where(actions == 1, _FORCE_MAG, -_FORCE_MAG).to(torch.float64)
         x, x_dot, theta, theta_dot = euler_step(
             x, x_dot, theta, theta_dot, force, torch.cos(theta), torch.sin(theta)
         )
         new = torch.stack((x, x_dot, theta, theta_dot), dim=1)
-        if env_ids is None:
-            self.state = new
-        else:
-            self.state[env_ids] = new
+        self.state[idx] = new
         terminated = (x < -_X_THRESHOLD) | (x > _X_THRESHOLD) | (theta < -_THETA_THRESHOLD) | (
             theta > _THETA_THRESHOLD)
-        if env_ids is None:
-            self.elapsed += 1
-            elapsed = self.elapsed
-        else:
-            elapsed = self.elapsed[env_ids] + 1
-            self.elapsed[env_ids] = elapsed
-        limit = self.max_episode_steps
-        truncated = elapsed >= limit if limit else torch.zeros_like(terminated)
+        truncated = self.tick(env_ids)
         reward = torch.ones(s.shape[0], dtype=torch.float64, device=self.device)
         return new.to(torch.float32), reward, terminated, truncated

@@ -55,7 +55,6 @@ class TorchPendulum(TorchBatchedEnv):
         torch = self.torch
         self.g = float(g)
         self.state = torch.zeros((self.num_envs, 2), dtype=torch.float64, device=self.device)
-        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._noise = NoiseStock(self.num_envs, 2, lambda rng, k: rng.uniform(low=-_HIGH, high=_HIGH, size=(k, 2)))
 
     def _observe(self, state: Any) -> Any:
@@ -73,7 +72,8 @@ class TorchPendulum(TorchBatchedEnv):
     def step_envs(self, actions: Any, env_ids: Any) -> tuple[Any, Any, Any, Any]:
         """One step of envs ``env_ids``, in gymnasium's order of operations."""
         torch = self.torch
-        s = self.state if env_ids is None else self.state[env_ids]
+        idx = self.rows(env_ids)
+        s = self.state[idx]
         th, thdot = s[:, 0], s[:, 1]
         u = actions.reshape(-1).to(torch.float32).clamp(-_MAX_TORQUE, _MAX_TORQUE)
         norm = torch.remainder(th + np.pi, 2 * np.pi) - np.pi
@@ -83,15 +83,7 @@ class TorchPendulum(TorchBatchedEnv):
         newthdot = (thdot + ((3 * self.g) / (2 * _L) * torch.sin(th) + push) * _DT).clamp(-_MAX_SPEED, _MAX_SPEED)
         newth = th + newthdot * _DT
         new = torch.stack((newth, newthdot), dim=1)
-        if env_ids is None:
-            self.state = new
-            self.elapsed += 1
-            elapsed = self.elapsed
-        else:
-            self.state[env_ids] = new
-            elapsed = self.elapsed[env_ids] + 1
-            self.elapsed[env_ids] = elapsed
-        limit = self.max_episode_steps
-        terminated = torch.zeros(new.shape[0], dtype=torch.bool, device=self.device)
-        truncated = elapsed >= limit if limit else torch.zeros_like(terminated)
+        self.state[idx] = new
+        truncated = self.tick(env_ids)
+        terminated = self.torch.zeros_like(truncated)
         return self._observe(new), -costs, terminated, truncated
