@@ -1,6 +1,10 @@
 """Torch batched envs on the CPU: envhive/TorchCartPole-v1 against the numba kernel and
 gymnasium's own numpy-vectorized CartPole, same run.
 
+Two TorchCartPole lines: numpy in and out (host buffers: the engine copies results into
+them), and ``device="cpu"`` with tensor actions (resident buffers: tensors in and out, the
+configuration an accelerator would use; one copy of the flags to the host per step).
+
 Each configuration: ``envhive.make(id, N)`` (or ``gymnasium.make_vec("CartPole-v1", N,
 vectorization_mode="vector_entry_point")``), reset, 16 pre-sampled action batches, warm-up,
 then ``--reps`` spans of ``--seconds`` of ``env.step``; median env-steps per second. torch uses
@@ -23,10 +27,14 @@ import time
 import numpy as np
 
 
-def measure(make, n: int, seconds: float, reps: int) -> float:
+def measure(make, n: int, seconds: float, reps: int, tensors: bool = False) -> float:
     env = make(n)
     env.reset(seed=0)
     acts = [np.random.default_rng(i).integers(0, 2, n) for i in range(16)]
+    if tensors:
+        import torch
+
+        acts = [torch.from_numpy(a) for a in acts]
     for t in range(20):
         env.step(acts[t % 16])
     rates = []
@@ -56,6 +64,8 @@ def main() -> None:
     torch.set_num_threads(1)
     configs = {
         "envhive/TorchCartPole-v1 (torch, cpu)": lambda n: envhive.make("envhive/TorchCartPole-v1", n),
+        "envhive/TorchCartPole-v1 (device='cpu', resident)": lambda n: envhive.make(
+            "envhive/TorchCartPole-v1", n, device="cpu"),
         "envhive/CartPole-v1 (numba kernel)": lambda n: envhive.make("envhive/CartPole-v1", n),
         "gymnasium CartPole-v1 vector_entry_point (numpy)": lambda n: gym.make_vec(
             "CartPole-v1", n, vectorization_mode="vector_entry_point"),
@@ -63,7 +73,7 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for n in args.num_envs:
         for name, make in configs.items():
-            rate = measure(make, n, args.seconds, args.reps)
+            rate = measure(make, n, args.seconds, args.reps, tensors="resident" in name)
             results.setdefault(name, {})[str(n)] = rate
             print(f"{name:52s} N={n:5d} {rate:14,.0f} steps/s", flush=True)
     if args.json:

@@ -48,8 +48,9 @@ CONFIGS = {
 
 
 def build(name: str):
-    import envhive
     from torchrl.envs import GymEnv, ParallelEnv, SerialEnv
+
+    import envhive
 
     if name == "envhive process x64":
         return envhive.make("CartPole-v1", 64, api="torchrl", executor="process")

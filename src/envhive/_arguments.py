@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from envhive.errors import ConfigError
+from envhive.errors import ConfigError, SpaceMismatchError
 
-__all__ = ["normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count"]
+__all__ = [
+    "normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count", "check_spaces",
+]
 
 
 def normalize_seeds(seed: Any, n: int) -> list[int | None]:
@@ -98,3 +100,19 @@ def check_count(value: Any, name: str) -> None:
     ):
         return
     raise ConfigError(f"{name}: expected a positive int or None, got {value!r}")
+
+
+def check_spaces(props: Sequence[Any]) -> None:
+    """Every env's spaces equal env 0's (``props``: one ``EnvProps`` per env), else a
+    ``SpaceMismatchError`` naming the env."""
+    first = props[0]
+    for j, p in enumerate(props[1:], start=1):
+        if p is first:  # executors that build one batch (native) report one object
+            continue
+        for what in ("observation_space", "action_space"):
+            got, want = getattr(p, what), getattr(first, what)
+            if got != want:
+                raise SpaceMismatchError(
+                    f"env {j} has {what} {got}, expected {want} (the {what} of env 0): "
+                    "all envs of a pool must share both spaces"
+                )

@@ -5,8 +5,15 @@ whether ``final_obs`` rows exist (only when the pool may plan STEP_RESET), the s
 env's reward (``()`` for one agent; ``(num_agents,)`` gives every env an agent axis), and the
 array namespace and device the front end hands out. Executors supply the allocator (numpy
 arrays in process, shared-memory arrays for process workers), so a torch or multi-agent buffer
-is a choice of spec, not a new code path: the host arrays are always numpy (shared memory must
-be), and :meth:`Buffers.views` turns them into zero-copy tensors of the spec's namespace.
+is a choice of spec, not a new code path: the host arrays are numpy (shared memory must be),
+and :meth:`Buffers.views` turns them into zero-copy tensors of the spec's namespace.
+
+One exception, for envs whose state lives in tensors on a device (``resident=True``, the
+native executor with a torch batched env on the front end's device): observations, final
+observations, actions and rewards are then tensors on that device, so results never leave it.
+The command block and the flags stay on the host (the pool's bookkeeping reads them); the
+engine also keeps the flags on the device (``device_flags``) and copies them to the host once
+per step, in one transfer of ``2 x num_envs`` bools (``host_flags``).
 
 Examples:
     >>> from gymnasium import spaces
@@ -29,7 +36,10 @@ from envhive._extras import require
 from envhive._spaces import Codec, Tree, codec_for, tree_map
 from envhive.errors import ConfigError
 
-__all__ = ["BufferSpec", "Buffers", "as_index", "NAMESPACES", "INPUT_FIELDS", "OUTPUT_FIELDS"]
+__all__ = [
+    "BufferSpec", "Buffers", "as_index", "NAMESPACES", "INPUT_FIELDS", "OUTPUT_FIELDS",
+    "clone_tree", "is_tensor", "put_rows", "same_device",
+]
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
@@ -47,6 +57,71 @@ _BIG_SEED = -1
 
 def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.zeros(shape, dtype=dtype)
+
+
+def is_tensor(a: Any) -> bool:
+    """Whether ``a`` is a torch tensor (without importing torch)."""
+    return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+
+
+def clone_tree(tree: Tree) -> Tree:
+    """A copy of every leaf of ``tree`` (numpy arrays or tensors), on the same device.
+
+    Examples:
+        >>> a = np.zeros(2); b = clone_tree({"x": a})["x"]
+        >>> b is a, b.tolist()
+        (False, [0.0, 0.0])
+    """
+    if type(tree) is np.ndarray:
+        return tree.copy()
+    return tree_map(lambda a: a.copy() if type(a) is np.ndarray else a.clone(), tree)
+
+
+def put_rows(buf: Any, where: Any, values: Any) -> None:
+    """``buf[where] = values`` for a tensor ``buf``: ``values`` (numpy or a tensor on any
+    device) cross to its device and dtype once; ``where`` is a slice or host int ids.
+
+    Examples:
+        >>> import torch
+        >>> t = torch.zeros(3)
+        >>> put_rows(t, np.array([0, 2]), np.ones(2)); t.tolist()
+        [1.0, 0.0, 1.0]
+    """
+    import torch
+
+    v = values if is_tensor(values) else torch.from_numpy(np.ascontiguousarray(values))
+    v = v.to(device=buf.device, dtype=buf.dtype)
+    if isinstance(where, slice):
+        buf[where].copy_(v.reshape(buf[where].shape))
+    else:
+        buf[torch.as_tensor(where, device=buf.device)] = v
+
+
+def same_device(a: Any, b: Any) -> bool:
+    """Whether torch devices ``a`` and ``b`` (strings or ``torch.device``; ``None``: not a
+    device) name the same device (``"cuda"`` is the current CUDA device)."""
+    if a is None or b is None:
+        return False
+    import torch
+
+    def norm(d: Any) -> Any:
+        d = torch.device(d)
+        if d.index is None and d.type != "cpu":
+            return torch.empty(0, device=d).device  # the current device of that type
+        return d
+
+    return bool(norm(a) == norm(b))
+
+
+def _device_allocator(device: str) -> Allocator:
+    """Zeroed tensors on ``device`` with the torch dtype of each numpy dtype."""
+    torch = require("torch", "torch", "device-resident buffers")
+    dev = torch.device(device)
+
+    def alloc(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return torch.zeros(shape, dtype=torch.from_numpy(np.zeros(0, dtype)).dtype, device=dev)
+
+    return alloc
 
 
 def as_index(ids: list[int]) -> slice | list[int]:
@@ -77,6 +152,8 @@ class BufferSpec:
         reward_shape: one env's reward shape: ``()``, or ``(num_agents,)`` for an agent axis.
         namespace: the array type front ends hand out: ``"numpy"`` or ``"torch"``.
         device: where the handed-out arrays live (``None``: the host; torch only).
+        resident: observations, final observations, actions and rewards are tensors on
+            ``device`` (an engine that writes tensors there; see the module docstring).
     """
 
     num_envs: int
@@ -86,6 +163,7 @@ class BufferSpec:
     reward_shape: tuple[int, ...] = ()
     namespace: str = "numpy"
     device: str | None = None
+    resident: bool = False
     _codecs: list[Codec] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -93,6 +171,8 @@ class BufferSpec:
             raise ConfigError(f"array namespace: expected one of {NAMESPACES}, got {self.namespace!r}")
         if self.device is not None and self.namespace == "numpy":
             raise ConfigError(f"device={self.device!r} needs namespace 'torch' (numpy arrays live on the host)")
+        if self.resident and self.device is None:
+            raise ConfigError("resident buffers need a torch device")
         shape = tuple(self.reward_shape)
         if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in shape):
             raise ConfigError(f"reward_shape: expected a tuple of positive ints, got {self.reward_shape!r}")
@@ -135,6 +215,10 @@ class Buffers:
     lives in ``big_seeds`` (a dict by row, not shared memory: a transport that crosses a
     process boundary carries it with the command) and its column entry is ``-1``. Write and
     read them with :meth:`put_seed` and :meth:`seed_of`.
+
+    With a resident spec, ``obs``, ``final_obs``, ``actions`` and ``reward`` are tensors on
+    the spec's device; ``terminated`` and ``truncated`` are the rows of ``host_flags`` (one
+    ``(2, num_envs)`` host array), mirrored on the device by ``device_flags``.
     """
 
     spec: BufferSpec
@@ -150,6 +234,8 @@ class Buffers:
     seeds: np.ndarray
     has_seed: np.ndarray
     big_seeds: dict[int, int] = field(default_factory=dict)
+    host_flags: np.ndarray | None = None
+    device_flags: Any = None
 
     @classmethod
     def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros) -> Buffers:
@@ -159,6 +245,8 @@ class Buffers:
         maps the parent's segments in order rebuilds the identical layout.
         """
         n, obs_codec, act_codec = spec.num_envs, spec.obs_codec, spec.act_codec
+        if spec.resident:
+            return cls._allocate_resident(spec, alloc)
         return cls(
             spec=spec,
             obs_codec=obs_codec,
@@ -172,6 +260,34 @@ class Buffers:
             ops=alloc((n,), np.dtype(np.int8)),
             seeds=alloc((n,), np.dtype(np.int64)),
             has_seed=alloc((n,), np.dtype(np.bool_)),
+        )
+
+    @classmethod
+    def _allocate_resident(cls, spec: BufferSpec, alloc: Allocator) -> Buffers:
+        """The resident layout: results and actions on the device, commands on the host."""
+        if spec.obs_codec.has_objects() or spec.act_codec.has_objects():
+            raise ConfigError("resident buffers hold tensors: every leaf of both spaces must be numeric")
+        torch = require("torch", "torch", "device-resident buffers")
+        n, on_device = spec.num_envs, _device_allocator(str(spec.device))
+        # The flags' host copy: pinned where an accelerator can copy into it asynchronously.
+        pin = torch.device(str(spec.device)).type == "cuda"
+        flags_host = torch.zeros((2, n), dtype=torch.bool, pin_memory=pin)
+        host_flags = flags_host.numpy()
+        return cls(
+            spec=spec,
+            obs_codec=spec.obs_codec,
+            act_codec=spec.act_codec,
+            obs=spec.obs_codec.allocate(n, on_device),
+            final_obs=spec.obs_codec.allocate(n, on_device) if spec.with_final_obs else None,
+            actions=spec.act_codec.allocate(n, on_device),
+            reward=on_device((n, *spec.reward_shape), np.dtype(np.float64)),
+            terminated=host_flags[0],
+            truncated=host_flags[1],
+            ops=alloc((n,), np.dtype(np.int8)),
+            seeds=alloc((n,), np.dtype(np.int64)),
+            has_seed=alloc((n,), np.dtype(np.bool_)),
+            host_flags=host_flags,
+            device_flags=on_device((2, n), np.dtype(np.bool_)),
         )
 
     def put_seed(self, row: int, seed: int | None) -> None:
@@ -214,6 +330,14 @@ class Buffers:
             if r in big and self.has_seed[r] and self.seeds[r] == _BIG_SEED
         }
         return found or None
+
+    def device_results(self, copy: bool, with_final: bool) -> tuple[Any, Any, Any, Any, Any]:
+        """A resident layout's results as handed out: ``(obs, reward, terminated, truncated,
+        final_obs)``, tensors on the device (the flags from ``device_flags``), cloned with
+        ``copy``; ``final_obs`` only ``with_final``."""
+        flags = self.device_flags
+        out = (self.obs, self.reward, flags[0], flags[1], self.final_obs if with_final else None)
+        return tuple(clone_tree(a) if copy and a is not None else a for a in out)  # type: ignore[return-value]
 
     def slice_spec(self, num_envs: int) -> BufferSpec:
         """This layout with ``num_envs`` rows: the spec of a worker's slice-local buffers."""
@@ -270,5 +394,7 @@ class Buffers:
         if self.spec.namespace == "numpy":
             return tree
         torch = require("torch", "torch", "namespace='torch'")
-        return tree_map(lambda a: a if a.dtype == object else torch.from_numpy(a), tree)
+        return tree_map(
+            lambda a: a if type(a) is not np.ndarray or a.dtype == object else torch.from_numpy(a), tree
+        )
 

@@ -24,7 +24,7 @@ from envhive._ops import RESET
 
 __all__ = [
     "Column", "InfoColumns", "add_info", "batch_infos", "engine_columns", "patch_reset_rows",
-    "split_rows",
+    "split_rows", "take_infos",
 ]
 
 
@@ -257,3 +257,39 @@ def split_rows(
         if info:
             infos[i] = info
     return infos, finals
+
+
+def take_infos(
+    kept: dict[int, dict[str, Any]], kept_finals: dict[int, dict[str, Any]],
+    ids: Any, n: int, by_env: bool = False,
+) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
+    """Take (pop) the infos and final infos kept per env for ``ids`` as columns:
+    ``(infos, final_infos, has_final)``.
+
+    Row = position in ``ids``, or the env id (``by_env``). ``has_final`` is ``None`` when no
+    row ended in a STEP_RESET (the common case costs no array).
+
+    Examples:
+        >>> infos, finals, has_final = take_infos({1: {"a": 2}}, {}, [1], 1)
+        >>> infos["a"].values.tolist(), has_final is None
+        ([2], True)
+    """
+    if not kept and not kept_finals:
+        return {}, {}, None
+    items: list[tuple[int, dict[str, Any]]] = []
+    finals: list[tuple[int, dict[str, Any]]] = []
+    for pos, i in enumerate(ids):
+        if by_env:
+            pos = i
+        final = kept_finals.pop(i, None)
+        if final is not None:
+            finals.append((pos, final))
+        info = kept.pop(i, None)
+        if info:
+            items.append((pos, info))
+    infos = add_info({}, items[0][1], items[0][0], n) if len(items) == 1 else batch_infos(items, n)
+    if not finals:
+        return infos, {}, None
+    has_final = np.zeros(n, np.bool_)
+    has_final[[pos for pos, _ in finals]] = True
+    return infos, batch_infos([f for f in finals if f[1]], n), has_final

@@ -270,8 +270,13 @@ def make(
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
+    if device is not None and isinstance(factories[0], TorchEnvFactory):
+        # A torch batched env is built where its results are wanted (unless env_kwargs say):
+        # on the native executor its buffers then live there too (no copies per step).
+        factories[0].engine_device = device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
-    pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy)
+    pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
+                device=device)
     if api == "dm_env":
         from envhive.frontends._dm_env import DmEnv
 

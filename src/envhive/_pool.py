@@ -33,18 +33,18 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envhive._arguments import check_options, normalize_seeds, reset_mask_ids
+from envhive._arguments import check_options, check_spaces, normalize_seeds, reset_mask_ids
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
-from envhive._buffers import Buffers, BufferSpec, as_index
-from envhive._infos import (
-    InfoColumns,
-    add_info,
-    batch_infos,
-    engine_columns,
-    patch_reset_rows,
-    split_rows,
+from envhive._buffers import (
+    Buffers,
+    BufferSpec,
+    as_index,
+    is_tensor,
+    put_rows,
+    same_device,
 )
+from envhive._infos import InfoColumns, engine_columns, patch_reset_rows, split_rows, take_infos
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
@@ -57,7 +57,6 @@ from envhive.errors import (
     NothingPendingError,
     PendingCallError,
     ResetNeededError,
-    SpaceMismatchError,
     WorkerDiedError,
 )
 from envhive.executors._protocol import Executor
@@ -86,6 +85,9 @@ class Pool:
         batch_size: how many envs ``recv`` returns (``None``: all).
         seed: seeds for the first reset (see :func:`normalize_seeds`).
         copy: return copies (True) or views into the pool's buffers (False).
+        device: the torch device the front end hands results out on (``None``: numpy). When
+            the executor's engine writes tensors on that very device (a torch batched env on
+            the native executor), the buffers live there (``resident``): see ``_buffers``.
 
     Examples:
         >>> import envhive, numpy as np
@@ -107,6 +109,7 @@ class Pool:
         batch_size: int | None = None,
         seed: Any = None,
         copy: bool = True,
+        device: Any = None,
     ) -> None:
         n = len(factories)
         if batch_size is None:
@@ -127,15 +130,20 @@ class Pool:
         self.closed = True
         props = executor.launch(factories)
         try:
-            self._check_spaces(props)
+            check_spaces(props)
             first = props[0]
             self.props = first
             self.observation_space = first.observation_space
             self.action_space = first.action_space
+            resident = same_device(device, executor.resident_device)
             spec = BufferSpec(
                 n, self.observation_space, self.action_space,
                 with_final_obs=autoreset is AutoresetMode.SAME_STEP,
+                namespace="torch" if resident else "numpy",
+                device=str(executor.resident_device) if resident else None, resident=resident,
             )
+            #: Results and actions live on the device (tensors); the command block on the host.
+            self.resident = resident
             obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
             executor.bind(self.buffers)
@@ -201,19 +209,6 @@ class Pool:
         self.closed = False
 
     # ------------------------------------------------------------------ checks
-    def _check_spaces(self, props: list[Any]) -> None:
-        first = props[0]
-        for j, p in enumerate(props[1:], start=1):
-            if p is first:  # executors that build one batch (native) report one object
-                continue
-            for what in ("observation_space", "action_space"):
-                got, want = getattr(p, what), getattr(first, what)
-                if got != want:
-                    raise SpaceMismatchError(
-                        f"env {j} has {what} {got}, expected {want} (the {what} of env 0): "
-                        "all envs of a pool must share both spaces"
-                    )
-
     def _check_open(self) -> None:
         if self.closed:
             raise ClosedError(
@@ -272,7 +267,20 @@ class Pool:
             raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
         return ids.astype(np.int64)  # a copy: executors may rely on ids not changing
 
+    def _tensor_actions(self, actions: Any) -> Any:
+        """A resident pool's tensor actions for ``step_all``: on the buffers' device, or an
+        empty array (the general path then validates them and says what is wrong)."""
+        boolean = str(actions.dtype) == "torch.bool"
+        if tuple(actions.shape) != self._act_batch_shape or actions.is_complex() or (
+            boolean != (self._act_chars == "?")) or (
+            actions.is_floating_point() and "d" not in self._act_chars
+        ):
+            return self._no_actions
+        return actions.to(self.buffers.actions.device, non_blocking=True)
+
     def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
+        if is_tensor(actions):  # a resident pool's general path validates on the host
+            actions = actions.detach().cpu().numpy()
         batch, err = self._act_codec.validate(actions, ids.size)
         if err is None:
             return batch
@@ -496,30 +504,8 @@ class Pool:
     def _take_infos(
         self, ids: Sequence[int], n: int, by_env: bool = False
     ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
-        """Take the kept infos of ``ids`` as columns: ``(infos, final_infos, has_final)``.
-
-        Row = position in ``ids``, or the env id (``by_env``). ``has_final`` is ``None`` when
-        no row ended in a STEP_RESET (the common case costs no array).
-        """
-        if not self._infos and not self._final_infos:
-            return {}, {}, None
-        items: list[tuple[int, dict[str, Any]]] = []
-        finals: list[tuple[int, dict[str, Any]]] = []
-        for pos, i in enumerate(ids):
-            if by_env:
-                pos = i
-            final = self._final_infos.pop(i, None)
-            if final is not None:
-                finals.append((pos, final))
-            info = self._infos.pop(i, None)
-            if info:
-                items.append((pos, info))
-        infos = add_info({}, items[0][1], items[0][0], n) if len(items) == 1 else batch_infos(items, n)
-        if not finals:
-            return infos, {}, None
-        has_final = np.zeros(n, np.bool_)
-        has_final[[pos for pos, _ in finals]] = True
-        return infos, batch_infos([f for f in finals if f[1]], n), has_final
+        """Take the kept infos of ``ids`` as columns (``_infos.take_infos``)."""
+        return take_infos(self._infos, self._final_infos, ids, n, by_env)
 
     def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
                   op: np.ndarray | None = None) -> Batch:
@@ -530,6 +516,11 @@ class Pool:
         """
         b = self.buffers
         final_obs = b.final_obs if has_final is not None else None
+        if b.device_flags is not None:  # resident: tensors on the device (clones with copy)
+            obs, reward, term, trunc, final_obs = b.device_results(self.copy, has_final is not None)
+            op = (b.ops.copy() if self.copy else b.ops) if op is None else op
+            return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs,
+                                      has_final, infos, finals))
         if not self.copy:
             return _new_batch(Batch, (self._all, b.obs, b.reward, b.terminated, b.truncated,
                                       b.ops if op is None else op, final_obs, has_final, infos,
@@ -585,12 +576,16 @@ class Pool:
                 # which raises the error (errors are raised in one place).
                 if type(actions) is np.ndarray:
                     arr = actions
+                elif self.resident and is_tensor(actions):
+                    arr = self._tensor_actions(actions)
                 else:
                     try:
                         arr = np.asarray(actions)
                     except (ValueError, TypeError):  # ragged: the general path says so
                         arr = self._no_actions
-                if arr.shape == self._act_batch_shape and arr.dtype.char in self._act_chars:
+                if arr.shape == self._act_batch_shape and (
+                    type(arr) is not np.ndarray or arr.dtype.char in self._act_chars  # tensor: checked
+                ):
                     b = self.buffers
                     resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
                     bad, done, step_infos, reset_infos = self._step_all(arr)
@@ -672,6 +667,8 @@ class Pool:
         acts = self.buffers.actions
         if type(acts) is np.ndarray:
             acts[where] = batch
+        elif self.resident:
+            put_rows(acts, where, batch)
         else:
             tree_map(lambda buf, a: buf.__setitem__(where, a), acts, batch)
 
@@ -727,9 +724,10 @@ class Pool:
         final_obs = None
         if has_final is not None:
             final_obs = tree_map(lambda a: a[ids], b.final_obs)
-        if self.copy:
+        if self.copy or self.resident:  # resident: indexing gathers into new tensors
             obs = tree_map(lambda a: a[ids], b.obs)
-            return Batch(ids, obs, b.reward[ids], b.terminated[ids], b.truncated[ids], b.ops[ids],
+            term, trunc = (b.terminated, b.truncated) if b.device_flags is None else b.device_flags
+            return Batch(ids, obs, b.reward[ids], term[ids], trunc[ids], b.ops[ids],
                          final_obs, has_final, infos, finals)
         # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
         take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731

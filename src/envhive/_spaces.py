@@ -137,7 +137,10 @@ class ArrayCodec(Codec):
         return buf[i]
 
     def single(self, buf: np.ndarray, i: int) -> Any:
-        return buf[i].copy() if self.shape else buf[i]
+        value = buf[i]
+        if not self.shape:
+            return value
+        return value.copy() if type(value) is np.ndarray else value.clone()  # a tensor
 
     def has_objects(self) -> bool:
         return False

@@ -12,9 +12,13 @@ ends hand out, with one ``copy_`` per array and no conversion). Per call it read
 pool planned, steps the envs that step, resets those that reset (seeded from the command
 block), and writes final observations for same_step's ended envs.
 
-Devices: the pool's buffers are host arrays today, so an env on an accelerator pays one
-device-to-host copy of its results per step. Device-resident buffers, with only the done
-flags crossing to the host, are the next step (see docs/architecture.md).
+Devices: when the front end asks for the env's own device (``envhive.make(..., device=)``
+builds the env there), the pool's observation, final observation, action and reward buffers
+are tensors on that device (``BufferSpec.resident``) and results never leave it. Per step one
+small transfer crosses to the host: the ``(2, num_envs)`` terminated/truncated flags, which
+the pool's bookkeeping (autoreset planning, episode counts) reads. Tensor actions are checked
+on the device, which reads one bool. Otherwise (numpy results, or another device) the results
+are copied into the pool's host buffers, one copy per array.
 
 Examples:
     >>> import envhive, numpy as np
@@ -36,7 +40,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envhive._buffers import Buffers
+from envhive._buffers import Buffers, is_tensor
 from envhive._extras import require
 from envhive._ops import RESET, STEP_RESET
 from envhive._report import Completion, EnvProps
@@ -65,6 +69,9 @@ class TorchBatchedEnv:
     metadata: dict[str, Any] = {"render_modes": []}
     default_max_episode_steps: int = 0
 
+    #: Host copies of the env ids of the current call, set by the engine (see host_ids).
+    _host_ids: tuple[Any, np.ndarray] | None = None
+
     def __init__(self, num_envs: int, device: Any = "cpu", max_episode_steps: int | None = None) -> None:
         torch = require("torch", "torch", f"{type(self).__name__} (a torch batched env)")
         self.torch = torch
@@ -81,6 +88,14 @@ class TorchBatchedEnv:
     def rows(env_ids: Any) -> Any:
         """An index for the rows of ``env_ids`` (``None``: every row)."""
         return slice(None) if env_ids is None else env_ids
+
+    def host_ids(self, env_ids: Any) -> np.ndarray:
+        """``env_ids`` (a tensor) as a numpy array: the engine's own host copy when it passed
+        them (no device read), else read from the device."""
+        known = self._host_ids
+        if known is not None and known[0] is env_ids:
+            return known[1]
+        return env_ids.cpu().numpy()
 
     def tick(self, env_ids: Any) -> Any:
         """Count one step of envs ``env_ids`` (``None``: all); returns their ``truncated``
@@ -132,11 +147,12 @@ class NoiseStock:
         self._pos[i] = 0
 
     def take(self, env_ids: Any, seeds: Sequence[int | None]) -> np.ndarray:
-        """The next reset's noise of each env in ``env_ids`` (a tensor), seeded as asked."""
+        """The next reset's noise of each env in ``env_ids`` (host ids, or a tensor), seeded
+        as asked."""
         from gymnasium.utils import seeding
 
         rngs, pos = self._rngs, self._pos
-        ids = env_ids.cpu().numpy()
+        ids = env_ids if isinstance(env_ids, np.ndarray) else env_ids.cpu().numpy()
         for k, seed in enumerate(seeds):
             i = int(ids[k])
             if seed is not None or rngs[i] is None:
@@ -156,26 +172,55 @@ class TorchEngine:
         self.env = env
         self.torch = env.torch
         self.num_envs = env.num_envs
+        #: Where the env's tensors live: the pool keeps its buffers there when the front end
+        #: asks for this device (``Executor.resident_device``).
+        self.device = env.device
         self.props = EnvProps(env.single_observation_space, env.single_action_space,
                               dict(env.metadata), None, None)
         self._space = env.single_action_space
         self._all = np.arange(env.num_envs, dtype=np.int64)
 
     def bind(self, buffers: Buffers) -> None:
-        """Bind tensor views of the pool's buffers (once)."""
-        t = self.torch.from_numpy
+        """Bind the pool's buffers (once): its device tensors when resident, else tensor views
+        of its host arrays."""
+        torch = self.torch
         self._b = b = buffers
-        self._obs, self._reward = t(b.obs), t(b.reward)
-        self._term, self._trunc = t(b.terminated), t(b.truncated)
-        self._final = t(b.final_obs) if b.final_obs is not None else None
-        self._all_ids = self.torch.arange(self.num_envs, device=self.env.device)
+        self._resident = b.spec.resident
+        if self._resident:
+            self._obs, self._reward, self._final = b.obs, b.reward, b.final_obs
+            self._flags = b.device_flags  # (2, n): terminated, truncated
+            self._host_flags = torch.from_numpy(b.host_flags)
+        else:
+            t = torch.from_numpy
+            self._obs, self._reward = t(b.obs), t(b.reward)
+            self._final = t(b.final_obs) if b.final_obs is not None else None
+            self._flags = torch.stack((t(b.terminated), t(b.truncated)))  # a copy: written, then moved
+        space = self._space
+        if isinstance(space, gym.spaces.Box):
+            self._low = torch.as_tensor(space.low.reshape(-1), device=self.device)
+            self._high = torch.as_tensor(space.high.reshape(-1), device=self.device)
 
     # -- actions -----------------------------------------------------------------------
-    def _first_bad(self, actions: np.ndarray, ids: np.ndarray) -> int:
-        """The first env of ``ids`` whose action is outside the action space, or -1."""
+    def _first_bad(self, actions: Any, ids: np.ndarray) -> int:
+        """The first env of ``ids`` whose action is outside the action space, or -1.
+
+        Tensor actions are checked where they are, with one read of a single bool; numpy
+        ones on the host."""
         if not ids.size:
             return -1
-        space, acts = self._space, actions[ids]
+        space = self._space
+        if is_tensor(actions):
+            acts = actions if ids.size == self.num_envs else actions[self.torch.from_numpy(ids).to(actions.device)]
+            if isinstance(space, gym.spaces.Discrete):
+                bad = (acts < space.start) | (acts >= space.start + space.n)
+            else:
+                flat = acts.reshape(ids.size, -1)
+                bad = ~self.torch.isfinite(flat).all(dim=1) | (flat < self._low).any(dim=1) | (
+                    flat > self._high).any(dim=1)
+            if not bool(bad.any()):  # the one read; where a bad action is, only on error
+                return -1
+            return int(ids[int(self.torch.argmax(bad.to(self.torch.uint8)))])
+        acts = actions[ids]
         if isinstance(space, gym.spaces.Discrete):
             bad = (acts < space.start) | (acts >= space.start + space.n)
         elif isinstance(space, gym.spaces.Box):
@@ -188,49 +233,88 @@ class TorchEngine:
         return int(ids[hits[0]]) if hits.size else -1
 
     # -- ops ---------------------------------------------------------------------------
-    def _perform(self, ids: np.ndarray, actions: np.ndarray, seeded: bool) -> int:
+    def _rows(self, ids: np.ndarray) -> Any:
+        """An index of the buffers' rows ``ids``: on the device when the buffers are there."""
+        rows = self.torch.from_numpy(ids)
+        return rows.to(self.device, non_blocking=True) if self._resident else rows
+
+    def _put(self, dst: Any, rows: Any, src: Any) -> None:
+        """Write result rows ``src`` (on the env's device) into a buffer: one copy, no
+        conversion beyond the buffer's dtype (and device, for host buffers)."""
+        src = src.to(device=dst.device, dtype=dst.dtype)
+        if isinstance(rows, slice):
+            dst[rows].copy_(src)
+        else:
+            dst[rows] = src
+
+    def _flags_to_host(self) -> None:
+        """The step's one device-to-host transfer: the ``(2, n)`` flags into the host ones."""
+        b = self._b
+        if self._resident:
+            self._host_flags.copy_(self._flags)
+        else:  # host buffers: the flags were written on the host already (a small copy)
+            b.terminated[:] = self._flags[0].numpy()
+            b.truncated[:] = self._flags[1].numpy()
+
+    def _reset_rows(self, ids: np.ndarray, seeds: Sequence[int | None]) -> Any:
+        """Reset envs ``ids`` (host ids); returns their observations."""
+        dev_ids = self.torch.from_numpy(ids).to(self.device, non_blocking=True)
+        self.env._host_ids = (dev_ids, ids)  # what host_ids() answers without reading the device
+        return self.env.reset_envs(dev_ids, seeds)
+
+    def _perform(self, ids: np.ndarray, actions: Any, seeded: bool) -> int:
         """Run the planned op of every env in ``ids``; returns how many stepped envs ended.
 
-        ``seeded``: RESET ops take the seeds of the command block (``run``: resets the pool
-        sent); in ``step_all`` every RESET is an autoreset, and the block's seeds belong to
-        earlier reset calls."""
+        ``actions``: one row per env (numpy, or a tensor for resident buffers). ``seeded``:
+        RESET ops take the seeds of the command block (``run``: resets the pool sent); in
+        ``step_all`` every RESET is an autoreset, and the block's seeds belong to earlier
+        reset calls. The flags cross to the host once, after the step."""
         torch, env, b = self.torch, self.env, self._b
         ops = b.ops[ids]
         resets = ops == RESET
         done = 0
         step_ids = ids if not resets.any() else ids[~resets]
+        flags = self._flags
         if step_ids.size:
             # Every env in order (the common step): whole tensors, no gather or scatter.
             every = step_ids.size == self.num_envs and (
                 step_ids is self._all or np.array_equal(step_ids, self._all))
-            acts = torch.from_numpy(actions if every else actions[step_ids]).to(env.device)
-            dev_ids = None if every else torch.from_numpy(step_ids).to(env.device)
+            acts = actions if is_tensor(actions) else torch.from_numpy(actions)
+            if not every:
+                acts = acts[torch.from_numpy(step_ids).to(acts.device)]
+            acts = acts.to(env.device, non_blocking=True)
+            dev_ids = None if every else torch.from_numpy(step_ids).to(env.device, non_blocking=True)
             obs, reward, term, trunc = env.step_envs(acts, dev_ids)
-            rows = slice(None) if every else torch.from_numpy(step_ids)
-            self._obs[rows] = obs.to(self._obs.dtype).cpu()
-            self._reward[rows] = reward.to(self._reward.dtype).cpu()
-            term_h, trunc_h = term.cpu(), trunc.cpu()
-            self._term[rows], self._trunc[rows] = term_h, trunc_h
-            ended = (term_h | trunc_h).numpy()
+            rows = slice(None) if every else self._rows(step_ids)
+            self._put(self._obs, rows, obs)
+            self._put(self._reward, rows, reward)
+            if every:
+                flags[0].copy_(term)
+                flags[1].copy_(trunc)
+            else:
+                self._put(flags, (slice(None), rows), torch.stack((term, trunc)))
+            self._flags_to_host()
+            ended = b.terminated[step_ids] | b.truncated[step_ids]
             done = int(np.count_nonzero(ended))
             if done:
                 again = step_ids[ended & (ops[~resets] == STEP_RESET)]
                 if again.size:  # same_step: the terminal obs moves to final_obs, then reset
-                    r = torch.from_numpy(again)
+                    r = self._rows(again)
                     assert self._final is not None
                     self._final[r] = self._obs[r]
-                    self._obs[r] = env.reset_envs(r.to(env.device), [None] * again.size).to(self._obs.dtype).cpu()
+                    self._put(self._obs, r, self._reset_rows(again, [None] * again.size))
         if resets.any():
             reset_ids = ids[resets]
             seeds = [b.seed_of(int(i)) for i in reset_ids] if seeded else [None] * reset_ids.size
-            r = torch.from_numpy(reset_ids)
-            self._obs[r] = env.reset_envs(r.to(env.device), seeds).to(self._obs.dtype).cpu()
+            r = self._rows(reset_ids)
+            self._put(self._obs, r, self._reset_rows(reset_ids, seeds))
             self._reward[r] = 0.0
-            self._term[r] = False
-            self._trunc[r] = False
+            flags[:, r] = False
+            b.terminated[reset_ids] = False
+            b.truncated[reset_ids] = False
         return done
 
-    def step_all(self, actions: np.ndarray) -> StepAllResult:
+    def step_all(self, actions: Any) -> StepAllResult:
         """Run every env's op with ``actions`` (validated first: nothing runs if one is bad)."""
         bad = self._first_bad(actions, self._all[self._b.ops != RESET])
         if bad >= 0:
@@ -340,14 +424,20 @@ class TorchEnvFactory:
         self.kwargs = dict(kwargs)
         if max_episode_steps is not None:
             self.kwargs["max_episode_steps"] = max_episode_steps
+        #: Where the native engine builds the batch when ``kwargs`` names no device (set by
+        #: ``make(device=...)``: a torch env then lives where its results are wanted).
+        self.engine_device: Any = None
         env_cls(0, **self.kwargs)  # bad keywords fail at make(), not inside a worker
 
     def __call__(self) -> TorchSingleEnv:
         return TorchSingleEnv(self.env_cls, self.kwargs)
 
     def native_engine(self, num_envs: int, num_threads: int | None = None) -> TorchEngine:
-        """The whole batch as one torch env."""
-        return TorchEngine(self.env_cls(num_envs, **self.kwargs))
+        """The whole batch as one torch env (on ``engine_device`` unless ``kwargs`` say)."""
+        kwargs = dict(self.kwargs)
+        if self.engine_device is not None:
+            kwargs.setdefault("device", self.engine_device)
+        return TorchEngine(self.env_cls(num_envs, **kwargs))
 
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one batch."""

@@ -93,6 +93,8 @@ class NativeExecutor(RunsInSend):
                 )
         engine: Engine = first.native_engine(len(factories), self.num_threads)  # type: ignore[attr-defined]
         self._engine = engine
+        # Engines whose envs live in tensors (TorchEngine) write results on their device.
+        self.resident_device = getattr(engine, "device", None)
         return [engine.props] * len(factories)
 
     def _live(self) -> Engine:

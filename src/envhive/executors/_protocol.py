@@ -105,6 +105,11 @@ class Executor(ABC):
     #: the send/recv bookkeeping (see the inline path of ``Pool.step``).
     step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
 
+    #: The torch device an engine writes its results on, if it can write tensors there
+    #: (``None``: numpy on the host). When a front end asks for that device, the pool
+    #: allocates device-resident buffers (``BufferSpec.resident``); set by ``launch``.
+    resident_device: Any = None
+
     #: Executors that can run a sync call over every env faster as one fused command than as
     #: ``send`` + ``recv`` set this to a method ``run_all(options) -> Completion``: run the op
     #: in ``buffers.ops`` of every env, wait for all of them, and report each env exactly once

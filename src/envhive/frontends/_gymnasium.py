@@ -128,7 +128,7 @@ class VectorEnv(GymVectorEnv):
         # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
         self._torch: TorchArrays | None = None
         if device is not None:
-            self._torch = TorchArrays(torch_device(device))
+            self._torch = TorchArrays(torch_device(device), keep_tensor_actions=pool.resident)
         self._name = name
         self._chosen_by_auto = chosen_by_auto
         self.num_envs = pool.num_envs

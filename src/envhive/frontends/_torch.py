@@ -1,7 +1,9 @@
 """Torch arrays for the front ends: the pool's numpy results as tensors on a device, and
 actions from tensors on any device.
 
-The pool's buffers are always numpy on the host (shared memory must be). On the CPU a tensor is
+The pool's buffers are numpy on the host (shared memory must be), except for a torch batched
+env on the front end's device: its buffers are tensors there (``BufferSpec.resident``), handed
+out as they are, and tensor actions stay on the device. Otherwise, on the CPU a tensor is
 a zero-copy view of them (``torch.from_numpy``; also of the process executor's shared-memory
 buffers): with ``copy=False`` the observation tensor *is* the pool's buffer. On an accelerator
 each array crosses once per batch: it is copied into a pinned staging tensor, kept per leaf,
@@ -60,13 +62,16 @@ class TorchArrays:
 
     Args:
         device: a ``torch.device`` (see :func:`torch_device`).
+        keep_tensor_actions: hand tensor actions to the pool as they are (a resident pool
+            takes them on its device) instead of as numpy.
     """
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, keep_tensor_actions: bool = False) -> None:
         import torch
 
         self.torch = torch
         self.device = device
+        self.keep_tensor_actions = keep_tensor_actions
         self.on_host = device.type == "cpu"
         # Pinned staging needs an accelerator runtime; without one (a device type this build
         # cannot pin for) arrays cross from pageable memory, which is still one copy.
@@ -123,7 +128,7 @@ class TorchArrays:
         """Actions as numpy: tensors (any device; trees of them) cross to the host once."""
         torch = self.torch
         if isinstance(actions, torch.Tensor):
-            return actions.detach().cpu().numpy()
+            return actions.detach() if self.keep_tensor_actions else actions.detach().cpu().numpy()
         if isinstance(actions, (dict, tuple)):
             return tree_map(self.actions, actions)
         return actions

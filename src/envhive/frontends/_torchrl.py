@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from envhive._buffers import clone_tree, is_tensor
 from envhive._extras import require
 from envhive._pool import Pool
 from envhive._spaces import tree_map
@@ -150,7 +151,8 @@ class TorchRLEnv(EnvBase):
         super().__init__(device=device, batch_size=torch.Size([n]))
         self.pool = pool
         self._name = name
-        self._arrays = TorchArrays(torch.device(device))
+        # A resident pool (a torch env on this device) hands out tensors already there.
+        self._arrays = TorchArrays(torch.device(device), keep_tensor_actions=pool.resident)
         self._dict_obs = isinstance(pool.observation_space, spaces.Dict)
         obs_spec = spec_for(pool.observation_space, n, device)
         self.observation_spec = (
@@ -208,6 +210,12 @@ class TorchRLEnv(EnvBase):
         return {"done": to((terminated | truncated).reshape(n, 1)),
                 "terminated": to(terminated.reshape(n, 1)), "truncated": to(truncated.reshape(n, 1))}
 
+    def _no_flags(self) -> dict[str, Any]:
+        """Every flag clear (a reset), made on the device."""
+        n = self.pool.num_envs
+        return {key: torch.zeros((n, 1), dtype=torch.bool, device=self.device)
+                for key in ("done", "terminated", "truncated")}
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = _from_entries(tensordict.get("action"), self.pool.action_space)
         actions = self._arrays.actions(action)
@@ -220,7 +228,7 @@ class TorchRLEnv(EnvBase):
             # "_reset" TorchRL asks for next, and report the true terminal observations.
             rows = np.flatnonzero(b.has_final)
             self._stash_rows = rows
-            self._stash = tree_map(lambda o: o[rows].copy(), obs)
+            self._stash = clone_tree(tree_map(lambda o: o[rows], obs))
             tree_map(lambda o, f: o.__setitem__(rows, f[rows]), obs, b.final_obs)
         else:
             self._stash_rows = self._stash_rows[:0]
@@ -229,7 +237,9 @@ class TorchRLEnv(EnvBase):
         self._last_obs = obs
         n = self.pool.num_envs
         out = self._flags(b.terminated, b.truncated)
-        out["reward"] = self._arrays.array(b.reward.astype(np.float32).reshape(n, 1))
+        reward: Any = b.reward  # a tensor when the pool is resident
+        reward = reward.to(torch.float32) if is_tensor(reward) else reward.astype(np.float32)
+        out["reward"] = self._arrays.array(reward.reshape(n, 1))
         return self._td(self._obs_entries(obs, out))
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -246,7 +256,7 @@ class TorchRLEnv(EnvBase):
             if fresh.any():  # envs that had not ended: a real reset
                 obs = self.pool.reset(options={"reset_mask": fresh}).obs
             else:
-                obs = tree_map(np.copy, self._last_obs)
+                obs = clone_tree(self._last_obs)
             use = want[self._stash_rows]
             if use.any():
                 rows = self._stash_rows[use]
@@ -255,8 +265,7 @@ class TorchRLEnv(EnvBase):
             self._stash_rows = self._stash_rows[keep]
             self._stash = None if not keep.any() else tree_map(lambda s: s[keep], self._stash)
         self._last_obs = obs
-        out = self._flags(np.zeros(n, np.bool_), np.zeros(n, np.bool_))
-        return self._td(self._obs_entries(obs, out))
+        return self._td(self._obs_entries(obs, self._no_flags()))
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Reset the envs that are done, as ``EnvBase.maybe_reset`` does, in one step when
@@ -274,13 +283,12 @@ class TorchRLEnv(EnvBase):
             return super().maybe_reset(tensordict)
         # The envs' current observations: the last ones with the reset rows put in, as new
         # arrays (the last ones are the "next" tensors a rollout or collector already holds).
-        current = tree_map(np.copy, self._last_obs)
+        current = clone_tree(self._last_obs)
         tree_map(lambda o, s: o.__setitem__(rows, s), current, self._stash)
         self._last_obs = current
         self._stash_rows, self._stash = self._stash_rows[:0], None
         # Every done env was reset, and only done envs can have a flag set: all flags clear.
-        zeros = np.zeros(n, np.bool_)
-        entries = self._obs_entries(current, self._flags(zeros, zeros))
+        entries = self._obs_entries(current, self._no_flags())
         for key, value in entries.items():
             tensordict.set(key, self._td(value) if isinstance(value, dict) else value)
         return tensordict

@@ -56,7 +56,7 @@ class TorchCartPole(TorchBatchedEnv):
     def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
         """Gymnasium's reset of each env in ``env_ids``: uniform(-0.05, 0.05) from its own
         generator (re-made from the seed when one is given)."""
-        noise = self._noise.take(env_ids, seeds)
+        noise = self._noise.take(self.host_ids(env_ids), seeds)
         fresh = self.torch.from_numpy(noise).to(self.device)
         self.state[env_ids] = fresh
         self.elapsed[env_ids] = 0

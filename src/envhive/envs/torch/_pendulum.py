@@ -64,7 +64,7 @@ class TorchPendulum(TorchBatchedEnv):
 
     def reset_envs(self, env_ids: Any, seeds: Sequence[int | None]) -> Any:
         """Gymnasium's reset: ``uniform(-[pi, 1], [pi, 1])`` from each env's generator."""
-        fresh = self.torch.from_numpy(self._noise.take(env_ids, seeds)).to(self.device)
+        fresh = self.torch.from_numpy(self._noise.take(self.host_ids(env_ids), seeds)).to(self.device)
         self.state[env_ids] = fresh
         self.elapsed[env_ids] = 0
         return self._observe(fresh)
