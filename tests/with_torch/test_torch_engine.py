@@ -99,6 +99,28 @@ def test_async_batches_match_the_serial_executor():
         np.testing.assert_array_equal(ta, tb)
 
 
+@pytest.mark.parametrize("mode", ["next_step", "disabled"])  # dm_env refuses same_step
+def test_dm_env_front_end_runs_it(mode):
+    """dm_env time steps of the native batch equal those of batches of one (serial)."""
+    def steps(executor):
+        env = envhive.make("envhive/TorchCartPole-v1", 4, api="dm_env", seed=2, executor=executor,
+                           autoreset=mode)
+        out = [env.reset()]
+        for t in range(150):
+            ts = env.step(actions(t, 4))
+            out.append(ts)
+            if mode == "disabled" and (ts.step_type == 2).any():
+                out.append(env.reset(np.flatnonzero(ts.step_type == 2)))
+        env.close()
+        return [tuple(np.copy(x) for x in ts) for ts in out]
+
+    native, serial = steps("native"), steps("serial")
+    assert sum(int((ts[0] == 2).sum()) for ts in native) > 0  # episodes ended (LAST)
+    for a, b in zip(native, serial, strict=True):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
 def test_torchrl_front_end_runs_it():
     pytest.importorskip("torchrl")
     from torchrl.envs.utils import check_env_specs
