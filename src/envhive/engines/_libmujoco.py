@@ -2,9 +2,10 @@
 
 Compiled MuJoCo code (the native engine's families, ``MujocoEnv.step_many``'s batched
 physics) calls MuJoCo's C functions on the raw ``MjModel``/``MjData`` addresses of envs built
-by the ``mujoco`` package, with no Python in between: numba calls ctypes function pointers
-directly. Every such caller takes the functions from here, so the library is opened once and
-the argument types are declared once.
+by the ``mujoco`` package, with no Python in between. Every such caller takes the functions
+from here, so the library is opened once and the argument types are declared once. They are
+handed out as ``numba`` external functions under envhive's own symbol names
+(``engines._jit.c_function``), so that compiled code calling them can be cached on disk.
 
 Examples:
     >>> fns = libmujoco_fns()
@@ -45,8 +46,8 @@ def find_libmujoco() -> str | None:
 
 
 def libmujoco_fns() -> dict[str, Any]:
-    """``libmujoco``'s ``(model, data) -> void`` functions by name, as ctypes function pointers
-    (numba calls them from compiled code).
+    """``libmujoco``'s ``(model, data) -> void`` functions by name, as numba external functions
+    (compiled code calls them; see ``engines._jit.c_function``).
 
     Raises:
         ConfigError: the library was not found.
@@ -57,12 +58,12 @@ def libmujoco_fns() -> dict[str, Any]:
                 path = find_libmujoco()
                 if path is None:  # pragma: no cover - every mujoco wheel ships it
                     raise ConfigError("compiled MuJoCo code needs libmujoco, which was not found")
+                from numba.core import types
+
+                from envhive.engines._jit import c_function
+
                 lib = ctypes.CDLL(path)
-                fns = {}
-                for name in _NAMES:
-                    fn = getattr(lib, name)
-                    fn.restype = None
-                    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-                    fns[name] = fn
+                signature = types.void(types.int64, types.int64)  # (model, data) addresses
+                fns = {name: c_function(name, getattr(lib, name), signature) for name in _NAMES}
                 _FNS.update(fns)
     return _FNS

@@ -35,6 +35,7 @@ from gymnasium.utils import seeding
 
 from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
+from envhive.engines._jit import jit
 from envhive.errors import ConfigError, UnexpectedKeywordError
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
@@ -113,7 +114,7 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
     stepped envs whose episode ended (terminated or truncated).
     """
 
-    @numba.njit(nogil=True)
+    @jit(nogil=True)
     def drive(ids, actions, table, validate):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
         n = table[_N]
         sd, stock, nd, od = table[_STATE_DIM], table[_STOCK], table[_NOISE_DIM], table[_OBS_DIM]

@@ -44,12 +44,12 @@ def _build() -> Callable[..., None] | None:
     if find_libmujoco() is None:
         return None
     try:
-        import numba
+        from envhive.engines._jit import jit  # imports numba: only when batching is asked for
 
         fns = libmujoco_fns()
         c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]
 
-        @numba.njit(nogil=True)  # type: ignore[misc]
+        @jit(nogil=True)  # type: ignore[misc]
         def kernel(ms: Any, ds: Any, nsteps: Any, rnes: Any) -> None:  # pragma: no cover - jitted
             for k in range(ds.size):
                 m = ms[k]

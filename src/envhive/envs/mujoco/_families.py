@@ -36,6 +36,7 @@ from envhive.engines._columns import column_index
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import clip as _clip
 from envhive.engines._compiled import pairwise_sum
+from envhive.engines._jit import jit
 from envhive.engines._libmujoco import libmujoco_fns
 from envhive.errors import ConfigError
 
@@ -174,7 +175,7 @@ class Family:
         return fn
 
 
-@numba.njit(nogil=True)
+@jit(nogil=True)
 def _state_obs(row: Any, par: Any, obs: Any, skip: int, clip_qvel: bool) -> int:  # pragma: no cover - compiled
     """Write ``qpos[skip:]`` then ``qvel`` (clipped to [-10, 10] if asked) into ``obs``;
     return how many values were written."""
@@ -202,7 +203,7 @@ def _physics_fn() -> Any:
         fns = libmujoco_fns()
         c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def physics(row, par, act):  # type: ignore[no-untyped-def]  # pragma: no cover
             ctrl = numba.carray(_ptr(row[_CTRL]), act.size, np.float64)
             for j in range(act.size):
@@ -220,7 +221,7 @@ def _planar_obs(clip_qvel: bool) -> Any:
     """The planar families' ``obs_one``: ``qpos[obs_skip:]`` then ``qvel``, clipped to
     [-10, 10] for Hopper and Walker2d."""
 
-    @numba.njit(nogil=True)
+    @jit(nogil=True)
     def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
         _state_obs(row, par, obs, int(par[_OBS_SKIP]), clip_qvel)
 
@@ -253,7 +254,7 @@ def _locomotion_params(env: Any, skip: int) -> dict[str, float]:
     }
 
 
-@numba.njit(nogil=True)
+@jit(nogil=True)
 def _ctrl_cost(act: Any, weight: float, f32: float) -> float:  # pragma: no cover - compiled
     """numpy's ``weight * np.sum(np.square(act))`` for a float32 action, as a float64: the
     squares and their pairwise sum in float32, then the product in float32 (``f32`` set: a
@@ -312,7 +313,7 @@ class HalfCheetahFamily(Family):
         obs_one = cls.obs_one()
         v_x, v_xvel, v_fwd, v_ctrl = (_HC[k] for k in _HC_INFO)
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq = int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
@@ -399,7 +400,7 @@ class AntFamily(Family):
 
     @classmethod
     def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
             k = _state_obs(row, par, obs, int(par[_OBS_SKIP]), False)
             if par[_ANT_CFRC_IN_OBS] != 0.0:  # the clipped contact forces of every body but the world
@@ -417,7 +418,7 @@ class AntFamily(Family):
         obs_one = cls.obs_one()
         v_x, v_y, _, v_xvel, v_yvel, v_fwd, v_ctrl, v_contact, v_survive = (_ANT_V[k] for k in _ANT_INFO)
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq, nv, nc = int(par[_NQ]), int(par[_NV]), int(par[_ANT_CFRC_SIZE])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
@@ -528,7 +529,7 @@ class HopperFamily(Family):
         obs_one = cls.obs_one()
         v_x, v_z, v_xvel, v_fwd, v_ctrl, v_survive = (_HOP_V[k] for k in _HOP_INFO)
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
@@ -611,7 +612,7 @@ class SwimmerFamily(Family):
         obs_one = cls.obs_one()
         v_x, v_y, _, v_xvel, v_yvel, v_fwd, v_ctrl = (_SWIM_V[k] for k in _SWIM_INFO)
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq = int(par[_NQ])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)

@@ -19,6 +19,7 @@ import numpy as np
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import clip as _clip
 from envhive.engines._compiled import square as _square
+from envhive.engines._jit import jit
 from envhive.envs.mujoco._families import (
     _NQ,
     _NV,
@@ -54,7 +55,7 @@ class InvertedPendulumFamily(Family):
 
     @classmethod
     def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
             _state_obs(row, par, obs, 0, False)
 
@@ -65,7 +66,7 @@ class InvertedPendulumFamily(Family):
         physics = _physics_fn()
         obs_one = cls.obs_one()
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq, nv = int(par[_NQ]), int(par[_NV])
             physics(row, par, act)
@@ -121,7 +122,7 @@ class InvertedDoublePendulumFamily(Family):
 
     @classmethod
     def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
@@ -145,7 +146,7 @@ class InvertedDoublePendulumFamily(Family):
         obs_one = cls.obs_one()
         v_survive, v_dist, v_vel = (_IDP_V[k] for k in _IDP_INFO)
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             nv = int(par[_NV])
             qvel = numba.carray(_ptr(row[_QVEL]), nv, np.float64)
@@ -218,7 +219,7 @@ class ReacherFamily(Family):
 
     @classmethod
     def compiled_obs(cls) -> Any:
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def obs_one(row, par, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
             nq, nv = int(par[_NQ]), int(par[_NV])
             qpos = numba.carray(_ptr(row[_QPOS]), nq, np.float64)
@@ -243,7 +244,7 @@ class ReacherFamily(Family):
         v_ctrl = _REACHER_V["reward_ctrl"]
         ctrl_w, ctrl_f32 = _REACHER_P["ctrl_cost_weight"], _REACHER_P["ctrl_cost_f32"]
 
-        @numba.njit(nogil=True)
+        @jit(nogil=True)
         def step_one(row, par, act, obs, vals, i):  # type: ignore[no-untyped-def]  # pragma: no cover
             tip = numba.carray(_ptr(row[_REACHER_TIP]), 3, np.float64)
             target = numba.carray(_ptr(row[_REACHER_TARGET]), 3, np.float64)

@@ -54,6 +54,7 @@ from envhive._runner import EnvRunner
 from envhive.engines import Engine, StepAllResult, family_of
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import first_bad_action, reset_rows
+from envhive.engines._jit import jit
 from envhive.engines._libmujoco import libmujoco_fns
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._families import _D, _M, _QPOS, _QVEL, Family
@@ -72,7 +73,7 @@ def build_driver(step_one: Any) -> Any:
     time limit and returns how many episodes ended.
     """
 
-    @numba.njit(nogil=True, parallel=True)
+    @jit(nogil=True, parallel=True)
     def drive(ids, ops, table, params, actions, obs, reward, terminated, truncated, elapsed, max_steps, vals):  # type: ignore[no-untyped-def]  # pragma: no cover
         done = 0
         for k in numba.prange(ids.size):
@@ -102,7 +103,7 @@ def build_reset_driver(obs_one: Any) -> Any:
     fns = libmujoco_fns()
     c_reset, c_forward = fns["mj_resetData"], fns["mj_forward"]
 
-    @numba.njit(nogil=True, parallel=True)
+    @jit(nogil=True, parallel=True)
     def reset(ids, table, params, qpos_new, qvel_new, obs):  # type: ignore[no-untyped-def]  # pragma: no cover
         nq, nv = qpos_new.shape[1], qvel_new.shape[1]
         for k in numba.prange(ids.size):

@@ -20,11 +20,11 @@ import math
 from typing import Any
 
 import gymnasium as gym
-import numba
 import numpy as np
 
 from envhive.engines._columns import column_index
 from envhive.engines._compiled import square as _square
+from envhive.engines._jit import jit
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import Kernel
 
@@ -67,7 +67,7 @@ PARAMS = ("variant",)
 _VARIANT = column_index(PARAMS)["variant"]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _dsdt(nips, a, theta1, theta2, dtheta1, dtheta2):  # pragma: no cover - compiled
     """gymnasium's ``AcrobotEnv._dsdt``: (ddtheta1, ddtheta2)."""
     cos2 = math.cos(theta2)
@@ -91,7 +91,7 @@ def _dsdt(nips, a, theta1, theta2, dtheta1, dtheta2):  # pragma: no cover - comp
     return ddtheta1, ddtheta2
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _observe(state, obs):  # pragma: no cover - compiled
     obs[0] = math.cos(state[0])
     obs[1] = math.sin(state[0])
@@ -101,7 +101,7 @@ def _observe(state, obs):  # pragma: no cover - compiled
     obs[5] = state[3]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     nips = params[_VARIANT] != _BOOK
     a = np.float64(np.int64(actions[i]) - 1)  # AVAIL_TORQUE[a]: -1.0, 0.0, +1
@@ -140,14 +140,14 @@ def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     return (0.0 if terminated else -1.0), terminated
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _reset_one(params, state, noise, obs):  # pragma: no cover - compiled
     for j in range(4):
         state[j] = noise[j]  # float32 values (see AcrobotKernel.draw)
     _observe(state, obs)
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _valid_one(params, actions, i):  # pragma: no cover - compiled
     a = actions[i]
     return a >= 0 and a <= 2

@@ -16,11 +16,11 @@ import math
 from typing import Any
 
 import gymnasium as gym
-import numba
 import numpy as np
 
 from envhive.engines._cartpole_math import FORCE_MAG, THETA_THRESHOLD, X_THRESHOLD, euler_step
 from envhive.engines._columns import column_index
+from envhive.engines._jit import jit
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["CartPoleKernel"]
@@ -28,14 +28,14 @@ __all__ = ["CartPoleKernel"]
 _FORCE_MAG = FORCE_MAG
 _THETA_THRESHOLD = THETA_THRESHOLD
 _X_THRESHOLD = X_THRESHOLD
-_euler_step = numba.njit(nogil=True, inline="always")(euler_step)  # the one physics, compiled
+_euler_step = jit(nogil=True, inline="always")(euler_step)  # the one physics, compiled
 
 #: The columns of ``params`` (the keywords gymnasium's env takes).
 PARAMS = ("sutton_barto_reward",)
 _SUTTON_BARTO = column_index(PARAMS)["sutton_barto_reward"]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     sutton_barto = params[_SUTTON_BARTO] != 0.0
     x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
@@ -55,14 +55,14 @@ def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     return reward, terminated
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _reset_one(params, state, noise, obs):  # pragma: no cover - compiled
     for j in range(4):
         state[j] = noise[j]
         obs[j] = noise[j]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _valid_one(params, actions, i):  # pragma: no cover - compiled
     a = actions[i]
     return a == 0 or a == 1

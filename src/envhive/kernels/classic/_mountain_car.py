@@ -31,10 +31,10 @@ import math
 from typing import Any
 
 import gymnasium as gym
-import numba
 import numpy as np
 
 from envhive.engines._columns import column_index
+from envhive.engines._jit import jit
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["MountainCarKernel", "MountainCarContinuousKernel"]
@@ -65,7 +65,7 @@ def _observation_space() -> gym.spaces.Box:
 
 
 # ---------------------------------------------------------------- MountainCar-v0 (float64)
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _step_discrete(params, state, actions, i, obs):  # pragma: no cover - compiled
     goal_velocity = params[_GOAL_VELOCITY]
     position, velocity = state[0], state[1]
@@ -88,13 +88,13 @@ def _step_discrete(params, state, actions, i, obs):  # pragma: no cover - compil
     return -1.0, terminated
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _reset_discrete(params, state, noise, obs):  # pragma: no cover - compiled
     state[0], state[1] = noise[0], 0.0
     obs[0], obs[1] = noise[0], 0.0
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _valid_discrete(params, actions, i):  # pragma: no cover - compiled
     a = actions[i]
     return a >= 0 and a <= 2
@@ -133,7 +133,7 @@ class MountainCarKernel(Kernel):
 
 
 # ---------------------------------------------------------------- MountainCarContinuous-v0
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _at_least(x, is32, bound):  # pragma: no cover - compiled
     """``x >= bound`` as numpy compares: in float32 when ``x`` is a numpy float32."""
     if is32:
@@ -141,21 +141,21 @@ def _at_least(x, is32, bound):  # pragma: no cover - compiled
     return x >= bound
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _above(x, is32, bound):  # pragma: no cover - compiled
     if is32:
         return x > np.float64(np.float32(bound))
     return x > bound
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _below(x, is32, bound):  # pragma: no cover - compiled
     if is32:
         return x < np.float64(np.float32(bound))
     return x < bound
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _step_continuous(params, state, actions, i, obs):  # pragma: no cover - compiled
     # Values are held as float64; ``*32`` flags say which are numpy float32 in gymnasium's
     # step (then arithmetic and comparisons with Python floats happen in float32).
@@ -207,13 +207,13 @@ def _step_continuous(params, state, actions, i, obs):  # pragma: no cover - comp
     return reward, terminated
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _reset_continuous(params, state, noise, obs):  # pragma: no cover - compiled
     state[0], state[1], state[2] = noise[0], 0.0, 1.0
     obs[0], obs[1] = noise[0], 0.0
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _valid_continuous(params, actions, i):  # pragma: no cover - compiled
     a = actions[i, 0]  # NaN fails both comparisons
     return a >= _MIN_ACTION and a <= _MAX_ACTION

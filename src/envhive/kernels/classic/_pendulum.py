@@ -22,13 +22,13 @@ import math
 from typing import Any
 
 import gymnasium as gym
-import numba
 import numpy as np
 
 from envhive.engines._columns import column_index
 from envhive.engines._compiled import HAVE_LIBM_POW
 from envhive.engines._compiled import square as _square
 from envhive.engines._compiled import square32 as _square32
+from envhive.engines._jit import jit
 from envhive.kernels._kernel import Kernel
 
 __all__ = ["PendulumKernel", "HAVE_LIBM_POW"]
@@ -50,7 +50,7 @@ PARAMS = ("g",)
 _G = column_index(PARAMS)["g"]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _observe(state, obs):  # pragma: no cover - compiled
     th = state[0]
     obs[0] = math.cos(th)
@@ -58,7 +58,7 @@ def _observe(state, obs):  # pragma: no cover - compiled
     obs[2] = state[1]
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     g = params[_G]
     th, thdot = state[0], state[1]
@@ -84,13 +84,13 @@ def _step_one(params, state, actions, i, obs):  # pragma: no cover - compiled
     return -costs, False
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _reset_one(params, state, noise, obs):  # pragma: no cover - compiled
     state[0], state[1] = noise[0], noise[1]
     _observe(state, obs)
 
 
-@numba.njit(nogil=True, inline="always")
+@jit(nogil=True, inline="always")
 def _valid_one(params, actions, i):  # pragma: no cover - compiled
     a = actions[i, 0]  # NaN fails both comparisons
     return a >= -_MAX_TORQUE and a <= _MAX_TORQUE
