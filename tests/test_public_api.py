@@ -74,6 +74,7 @@ WITH_EXAMPLES = [
     (envhive.engines, "family_of"),
     (envhive.engines, "load_entry_point"),
     (envhive.frontends, "DmEnv"),
+    (envhive.frontends, "SB3VecEnv"),
     (envhive.frontends, "Pool"),
     (envhive.frontends, "Batch"),
 ]

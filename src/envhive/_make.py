@@ -20,11 +20,12 @@ from envhive.frontends._torch import torch_device
 
 if TYPE_CHECKING:
     from envhive.frontends._dm_env import DmEnv
+    from envhive.frontends._sb3 import SB3VecEnv
     from envhive.frontends._torchrl import TorchRLEnv
 
 __all__ = ["make"]
 
-_APIS = ("gymnasium", "dm_env", "torchrl")
+_APIS = ("gymnasium", "dm_env", "torchrl", "sb3")
 
 _INSTANCE_HINT = (
     "got an environment instance ({name}); envhive builds envs itself, inside the executor's "
@@ -175,6 +176,24 @@ def make(
 ) -> TorchRLEnv: ...
 
 
+@overload
+def make(
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: None = None,
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+    api: Literal["sb3"],
+    device: None = None,
+) -> SB3VecEnv: ...
+
+
 def make(
     env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
     num_envs: int = 1,
@@ -189,7 +208,7 @@ def make(
     copy: bool = True,
     api: str = "gymnasium",
     device: Any = None,
-) -> VectorEnv | DmEnv | TorchRLEnv:
+) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
@@ -212,7 +231,9 @@ def make(
             valid until the next call, so that no step allocates arrays.
         api: the front end: ``"gymnasium"`` (an :class:`envhive.VectorEnv`, the default),
             ``"torchrl"`` (a ``torchrl.envs.EnvBase``: ``envhive.frontends.TorchRLEnv``; the
-            ``torchrl`` extra), or
+            ``torchrl`` extra), ``"sb3"`` (a Stable-Baselines3 ``VecEnv``:
+            ``envhive.frontends.SB3VecEnv``; the ``sb3`` extra; it manages resets itself, so
+            ``autoreset`` stays unset), or
             ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s).
         device: ``None`` (numpy arrays) or a torch device (``"cpu"``, ``"cuda:0"``, a
             ``torch.device``): observations, rewards, flags and numeric infos are then
@@ -243,6 +264,11 @@ def make(
     if device is not None:
         if api == "dm_env":
             raise ConfigError("device: dm_env time steps hold numpy arrays; use api='gymnasium' for tensors")
+        if api == "sb3":
+            raise ConfigError(
+                "device: SB3 VecEnvs hand out numpy arrays (SB3 moves them to its policy's "
+                "device itself); leave device unset"
+            )
         device = torch_device(device)
     if api == "torchrl":
         # TorchRL's data contract (terminal obs under "next", reset obs at the root, one
@@ -261,6 +287,21 @@ def make(
         autoreset = "same_step"
         if device is None:
             device = torch_device("cpu")
+    if api == "sb3":
+        # SB3's step contract (reset obs returned, terminal obs in info["terminal_observation"])
+        # is same_step's, laid out by the front end.
+        if autoreset is not None:
+            raise ConfigError(
+                "autoreset: the SB3 front end resets ended envs itself, in the same step (the "
+                "reset observation is returned, the terminal one is in "
+                f"info['terminal_observation']); leave autoreset unset, got {autoreset!r}"
+            )
+        if not copy:
+            raise ConfigError("copy=False: SB3 algorithms keep observations across steps; leave copy=True")
+        require("stable_baselines3", "sb3", "api='sb3'")  # before anything is built
+        from envhive.frontends._sb3 import SB3VecEnv
+
+        autoreset = "same_step"
     mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     if num_workers is not None:
@@ -287,6 +328,15 @@ def make(
         except BaseException:
             pool.close()
             raise
+    if api == "sb3":
+        try:
+            venv = SB3VecEnv(pool, name=name)
+        except BaseException:
+            pool.close()
+            raise
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            venv.action_space.seed(int(seed))
+        return venv
     vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         vec.action_space.seed(int(seed))

@@ -5,6 +5,8 @@ r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` 
 * :class:`DmEnv` (``api="dm_env"``): DeepMind's ``dm_env`` API, batched.
 * ``TorchRLEnv`` (``api="torchrl"``): a ``torchrl.envs.EnvBase``; imported on first use
   (``envhive.frontends.TorchRLEnv``), as it needs the ``torchrl`` extra.
+* ``SB3VecEnv`` (``api="sb3"``): a Stable-Baselines3 ``VecEnv``; imported on first use
+  (``envhive.frontends.SB3VecEnv``), as it needs the ``sb3`` extra.
 
 A front end reads only the pool's results (and its spaces); it never touches buffers or
 executors, so adding one touches nothing else. Writing one: take a :class:`Pool` (``env.pool``
@@ -26,7 +28,7 @@ from envhive._pool import Pool
 from envhive.frontends._dm_env import DmEnv
 from envhive.frontends._gymnasium import VectorEnv
 
-__all__ = ["VectorEnv", "DmEnv", "TorchRLEnv", "Pool", "Batch", "Column"]
+__all__ = ["VectorEnv", "DmEnv", "TorchRLEnv", "SB3VecEnv", "Pool", "Batch", "Column"]
 
 
 def __getattr__(name: str) -> object:
@@ -34,4 +36,8 @@ def __getattr__(name: str) -> object:
         from envhive.frontends._torchrl import TorchRLEnv
 
         return TorchRLEnv
+    if name == "SB3VecEnv":  # stable-baselines3 is an optional extra: imported on first use
+        from envhive.frontends._sb3 import SB3VecEnv
+
+        return SB3VecEnv
     raise AttributeError(f"module 'envhive.frontends' has no attribute {name!r}")
