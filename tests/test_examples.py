@@ -46,3 +46,11 @@ def test_ars_example_replays_identically_on_gymnasium():
                "--horizon", "60")
     assert text.count("iteration ") == 3 and "executor='native" in text
     assert "(identical)" in text
+
+
+def test_ppo_example_solves_cartpole():
+    """examples/ppo.py trains until the mean return of the last 50 episodes reaches 475."""
+    text = run("ppo.py", "--seed", "1", "--total-steps", "400000")
+    assert "native (auto)" in text and "same_step" in text
+    assert "solved: mean return" in text
+    assert float(text.split("solved: mean return ")[1].split()[0]) >= 475
