@@ -5,19 +5,27 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["Measurement", "measure_steps", "random_actions", "plain_loop", "run_interleaved", "write_results"]
+__all__ = [
+    "Measurement", "measure_steps", "measure_env", "machine_info", "random_actions", "plain_loop",
+    "run_interleaved", "write_results",
+]
 
 
 @dataclass
 class Measurement:
-    """One throughput figure: ``steps_per_s`` env transitions per second (1 env, 1 step = 1)."""
+    """One throughput figure: ``steps_per_s`` env transitions per second (1 env, 1 step = 1).
+
+    ``steps_per_s`` is the median over ``samples``, one figure per timed span; ``seconds``
+    and ``calls`` add up the timed spans (warm-up excluded).
+    """
 
     runner: str
     env: str
@@ -25,6 +33,7 @@ class Measurement:
     steps_per_s: float
     seconds: float
     calls: int
+    samples: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON output."""
@@ -49,34 +58,115 @@ def measure_steps(
     num_envs: int,
     *,
     seconds: float = 1.0,
+    spans: int = 5,
+    warmup_calls: int = 20,
     min_calls: int = 20,
     runner: str = "",
     env: str = "",
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Measurement:
-    """Call ``step(action_batch)`` repeatedly for about ``seconds``; report steps per second.
+    """Call ``step(action_batch)`` for about ``seconds``; report the median steps per second.
 
-    A short warm-up runs first and is not timed.
+    Nothing before the clock starts is timed: the caller builds and resets the env (see
+    :func:`measure_env`), then ``warmup_calls`` calls run without reading ``clock`` at all
+    (each returns only once every env answered, so worker processes and threads are up and
+    compiled code is compiled), then one span of ``seconds / spans`` runs and is thrown away
+    (adaptive waits settle, caches fill). Then ``spans`` spans of ``seconds / spans`` each
+    are timed, and ``steps_per_s`` is their median: one slow span (another process, a GC
+    pause) does not move it. At least ``min_calls`` calls are timed in all.
 
     Examples:
         >>> m = measure_steps(lambda a: None, [0], 4, seconds=0.01, runner="noop", env="x")
-        >>> m.calls >= 20 and m.steps_per_s > 0
+        >>> m.calls >= 20 and m.steps_per_s > 0 and len(m.samples) == 5
         True
     """
-    for k in range(min(10, len(actions))):
-        step(actions[k])
-    calls, n_act = 0, len(actions)
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(10):
-            step(actions[calls % n_act])
-            calls += 1
-        now = time.perf_counter()
-        if now >= deadline and calls >= min_calls:
-            break
-    elapsed = now - start
-    return Measurement(runner, env, num_envs, calls * num_envs / elapsed, elapsed, calls)
+    n_act = len(actions)
+    for k in range(warmup_calls):
+        step(actions[k % n_act])
+    spans = max(1, spans)
+    span_s = seconds / spans
+    per_span = -(-min_calls // spans)  # ceil: at least min_calls timed calls in all
+    calls = warmup_calls
+    samples: list[float] = []
+    timed_calls, timed_s = 0, 0.0
+    for span in range(spans + 1):  # span 0 is the discarded warm-up span
+        done = 0
+        start = clock()
+        deadline = start + span_s
+        while True:
+            for _ in range(10):
+                step(actions[calls % n_act])
+                calls += 1
+            done += 10
+            now = clock()
+            if now >= deadline and done >= per_span:
+                break
+        if span:
+            elapsed = max(now - start, 1e-12)
+            samples.append(done * num_envs / elapsed)
+            timed_calls += done
+            timed_s += elapsed
+    return Measurement(runner, env, num_envs, statistics.median(samples), timed_s, timed_calls, samples)
 
+
+def measure_env(
+    build: Callable[[], Any],
+    num_envs: int,
+    *,
+    seconds: float = 1.0,
+    spans: int = 5,
+    runner: str = "",
+    env: str = "",
+    seed: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Build a vector env, reset it, warm it up, then time its ``step`` (:func:`measure_steps`).
+
+    ``build()`` returns anything with ``reset(seed=)``, ``step``, ``action_space`` and
+    ``close()`` (an envhive pool, a gymnasium vector env). Building, the reset and the warm-up
+    are never timed: the first read of ``clock`` comes after them.
+
+    Examples:
+        >>> m = measure_env(lambda: gym.make_vec("CartPole-v1", 2), 2, seconds=0.01, runner="sync")
+        >>> m.num_envs, m.runner, m.steps_per_s > 0
+        (2, 'sync', True)
+    """
+    vec = build()
+    try:
+        vec.reset(seed=seed)
+        actions = random_actions(vec.action_space, 64, seed)
+        return measure_steps(vec.step, actions, num_envs, seconds=seconds, spans=spans,
+                             runner=runner, env=env, clock=clock)
+    finally:
+        vec.close()
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and with what a benchmark ran: machine, CPUs, Python and package versions.
+
+    Examples:
+        >>> info = machine_info()
+        >>> {"machine", "cpus", "python", "gymnasium", "numpy"} <= set(info)
+        True
+    """
+    import numpy as np
+
+    info: dict[str, Any] = {
+        "machine": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    try:
+        import envhive
+
+        info["envhive"] = envhive.__version__
+    except ImportError:  # benchmarks/ load this file in a peers-only venv
+        pass
+    info["gymnasium"] = gym.__version__
+    info["numpy"] = np.__version__
+    return info
 
 
 def plain_loop(make_env: Callable[[], gym.Env], n: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
@@ -155,19 +245,7 @@ def run_interleaved(
 
 def write_results(path: str, rows: list[dict[str, Any]]) -> None:
     """Write benchmark rows as JSON, with the machine and versions they were measured on."""
-    import numpy as np
-
-    import envhive
-
-    meta = {
-        "machine": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "envhive": envhive.__version__,
-        "gymnasium": gym.__version__,
-        "numpy": np.__version__,
-    }
+    meta = machine_info()
     with open(path, "w") as fh:
         json.dump({"meta": meta, "results": rows}, fh, indent=2)
     print("wrote", path)

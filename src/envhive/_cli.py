@@ -1,182 +1,207 @@
 """The ``envhive`` command: ``bench``, ``list`` and ``check``.
 
+``envhive bench`` measures steps/s next to gymnasium's vector envs (:mod:`envhive._cli_bench`),
+``envhive check`` compares executors or checks your env factory (:mod:`envhive._cli_check`),
+``envhive list`` prints the env ids and marks those that cannot be built here.
+
+Errors of envhive's own (``envhive.EnvhiveError``: a mistyped id, a bad option) print their
+message, without a traceback, and exit with status 2. Any other exception keeps its traceback.
+
 Examples:
     >>> main(["list", "--grep", "no-such-env-id"])
     0
+    >>> main(["check", "CartPole-v9"])  # doctest: +ELLIPSIS
+    2
+    >>> unbuildable_reason("CartPole-v1") is None
+    True
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
+import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 import envhive
-from envhive._bench import Measurement, measure_steps, random_actions
-from envhive._registry import _load
+from envhive._cli_check import disabled_transcript as _disabled_transcript  # noqa: F401 (tests import it here)
 from envhive.engines import compiled_env
-from envhive.executors import available_executors, compiled_runner
+from envhive.errors import EnvhiveError
 
-__all__ = ["main"]
+__all__ = ["main", "unbuildable_reason"]
+
+# Modules an env needs, by the compiled engine that runs it (found without importing them).
+_ENGINE_NEEDS = {"kernel": "numba", "mujoco": "mujoco", "torch": "torch"}
+# How to install what a missing top-level module belongs to.
+_INSTALL = {
+    "Box2D": 'pip install swig && pip install "gymnasium[box2d]"',
+    "jax": 'pip install "gymnasium[jax]"',
+    "mujoco": 'pip install "gymnasium[mujoco]"',
+    "torch": "pip install torch",
+    "shimmy": 'pip install "shimmy[gym-v26]"',
+    "ale_py": "pip install ale-py",
+    "mujoco-py": "gymnasium's v2/v3 MuJoCo envs moved to gymnasium-robotics (use the v5 ids)",
+}
 
 
-def _bench_one(env_id: str, num_envs: int, executor: str, seconds: float) -> Measurement:
-    env = envhive.make(env_id, num_envs, executor=executor, seed=0, copy=False)
+def _reason(err: BaseException) -> str:
+    """A few words on why an import failed: the missing module, else the message's start."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ModuleNotFoundError) and cause.name:
+            return f"needs {cause.name.split('.')[0]}"
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(str(err).split())
+    if "gymnasium-robotics" in text:
+        return "needs mujoco-py: moved to gymnasium-robotics"
+    if "shimmy" in text:
+        return "needs shimmy"
+    first = text.split(". ")[0]
+    return first if len(first) <= 60 else first[:57] + "..."
+
+
+def _module_reason(module: str) -> str | None:
     try:
-        env.reset()
-        actions = random_actions(env.action_space, 64)
-        return measure_steps(env.step, actions, num_envs, seconds=seconds, runner=f"envhive {executor}", env=env_id)
-    finally:
-        env.close()
+        importlib.import_module(module)
+    except Exception as err:
+        return _reason(err)
+    return None
 
 
-def _bench_gym_sync(env_id: str, num_envs: int, seconds: float) -> Measurement:
-    env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * num_envs, copy=False)
-    try:
-        env.reset(seed=0)
-        actions = random_actions(env.action_space, 64)
-        return measure_steps(env.step, actions, num_envs, seconds=seconds, runner="gymnasium SyncVectorEnv", env=env_id)
-    finally:
-        env.close()
+def _spec_reason(module: str) -> str | None:
+    return None if importlib.util.find_spec(module) is not None else f"needs {module}"
 
 
-def _bench_gym_vector(env_id: str, num_envs: int, seconds: float) -> Measurement:
-    """gymnasium's numpy-vectorized env (``vector_entry_point``), the peer of a kernel."""
-    env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
-    try:
-        env.reset(seed=0)
-        actions = random_actions(env.action_space, 64)
-        return measure_steps(env.step, actions, num_envs, seconds=seconds, runner="gymnasium vector_entry_point", env=env_id)
-    finally:
-        env.close()
+def unbuildable_reason(env_id: str) -> str | None:
+    """Why ``env_id`` cannot be built on this machine, or ``None`` if it looks buildable.
 
+    Cheap: no env is built. A compiled id needs its engine's package (looked up, not
+    imported); any other id's entry point module must import (gymnasium's placeholders for
+    ids moved elsewhere raise at once and say where).
 
-def _plan(env_id: str, chosen: list[str] | None) -> tuple[list[str], str, Any]:
-    """(executors, gymnasium id of the peer, peer runner) for one env id."""
+    Examples:
+        >>> unbuildable_reason("envhive/CartPole-v1") is None
+        True
+    """
+    from envhive._registry import _BUILTIN, _ENVHIVE
+
     compiled = compiled_env(env_id)
-    if compiled is not None and compiled.engine == "kernel":
-        gym_id: str = getattr(_load(compiled.entry_point), "gym_id")  # noqa: B009
-        spec = gym.spec(gym_id)
-        peer = _bench_gym_vector if spec.vector_entry_point is not None else _bench_gym_sync
-        return (chosen or ["native"]), gym_id, peer
-    if compiled is not None:  # compiled MuJoCo: vs gymnasium's own env
-        return (chosen or ["native"]), env_id.removeprefix("envhive/"), _bench_gym_sync
-    return (chosen or available_executors()), env_id, _bench_gym_sync
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    rows: list[Measurement] = []
-    for env_id in args.env:
-        executors, gym_id, peer = _plan(env_id, args.executor)
-        loop = "compiled" if compiled_runner() else "Python (built without a C compiler)"
-        print(f"envhive {envhive.__version__} bench: {env_id}, {args.num_envs} envs, "
-              f"~{args.seconds:g} s each; runner loop: {loop}")
-        for n in args.num_envs:
-            for name in executors:
-                rows.append(_bench_one(env_id, n, name, args.seconds))
-                _print_row(rows[-1])
-            if not args.no_peer:
-                rows.append(peer(gym_id, n, args.seconds))
-                _print_row(rows[-1])
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"envs": args.env, "results": [r.as_dict() for r in rows]}, fh, indent=2)
-        print(f"wrote {args.json}")
-    return 0
-
-
-def _print_row(m: Measurement) -> None:
-    print(f"  {m.runner:<28} num_envs={m.num_envs:<4} {m.steps_per_s:>12,.0f} steps/s")
+    if compiled is not None:
+        needs = _ENGINE_NEEDS.get(compiled.engine)
+        return _spec_reason(needs) if needs else None
+    own = _ENVHIVE.get(env_id) or _BUILTIN.get(env_id)
+    if own is not None:
+        entry: Any = own.entry_point
+    elif env_id in gym.registry:
+        entry = gym.registry[env_id].entry_point
+    else:
+        return "unknown id"
+    if isinstance(entry, str):
+        return _module_reason(entry.partition(":")[0])
+    if callable(entry) and getattr(entry, "__name__", "").startswith("_raise"):
+        try:  # gymnasium's placeholders (mujoco-py envs, gym compatibility) only raise
+            entry()
+        except Exception as err:
+            return _reason(err)
+    return None
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    for env_id in envhive.list_envs():
-        if args.grep is None or args.grep.lower() in env_id.lower():
+    import warnings
+
+    ids = [i for i in envhive.list_envs() if args.grep is None or args.grep.lower() in i.lower()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reasons = {i: unbuildable_reason(i) for i in ids}
+    width = max((len(i) for i in ids), default=0)
+    for env_id in ids:
+        why = reasons[env_id]
+        if why is None:
             print(env_id)
+        elif not args.available:
+            print(f"{env_id:<{width}}  (cannot be built here: {why})")
+    missing = sorted({w.removeprefix("needs ").split(":")[0] for w in reasons.values()
+                      if w and w.startswith("needs ")})
+    count = sum(w is not None for w in reasons.values())
+    if count:
+        hints = "; ".join(f"{m}: {_INSTALL[m]}" if m in _INSTALL else m for m in missing)
+        shown = "left out" if args.available else "marked"
+        print(f"{count} of {len(ids)} ids cannot be built here ({shown})"
+              + (f". To install: {hints}" if hints else ""), file=sys.stderr)
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from envhive._cli_bench import run_bench
+
+    return run_bench(args, argv)
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
-    """Run an env on every executor and mode and compare with the serial reference."""
-    from envhive.testing import assert_same_transcript, transcript
+    from envhive._cli_check import run_check
 
-    status = 0
-    for mode in ("next_step", "same_step", "disabled"):
-        reference: Any = None
-        others = [e for e in available_executors() if e != "serial"]
-        if compiled_env(args.env) is not None:  # kernels and compiled MuJoCo ids
-            others.insert(0, "native")
-        for name in ["serial", *others]:
-            env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
-            try:
-                space = env.action_space
-                space.seed(0)
-                batches = [space.sample() for _ in range(args.steps)]
-                if mode == "disabled":
-                    rec = _disabled_transcript(env, batches)
-                else:
-                    rec = transcript(env, args.steps, batches.__getitem__, seed=0)
-            finally:
-                env.close()
-            if reference is None:
-                reference = rec
-                print(f"  {mode:<10} serial     ok ({args.steps} steps x {args.num_envs} envs)")
-                continue
-            try:
-                assert_same_transcript(reference, rec)
-                print(f"  {mode:<10} {name:<10} identical to serial")
-            except AssertionError as err:
-                status = 1
-                print(f"  {mode:<10} {name:<10} DIFFERS from serial: {err}")
-    return status
+    return run_check(args)
 
 
-def _disabled_transcript(env: envhive.VectorEnv, batches: list[Any]) -> list[Any]:
-    from envhive.testing._transcript import _snapshot
+def _parser() -> argparse.ArgumentParser:
+    from envhive._cli_bench import add_bench_arguments
 
-    rec = [_snapshot(env.reset(seed=0))]
-    for actions in batches:
-        out = env.step(actions)
-        rec.append(_snapshot(out))
-        ended = out[2] | out[3]
-        if ended.any():
-            rec.append(_snapshot(env.reset(options={"reset_mask": np.asarray(ended, bool)})))
-    return rec
+    parser = argparse.ArgumentParser(prog="envhive", description="Step many RL envs as one batch.")
+    parser.add_argument("--version", action="version", version=f"envhive {envhive.__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    bench = sub.add_parser(
+        "bench", help="steps/s on every executor next to gymnasium's, with a table, JSON and plot")
+    add_bench_arguments(bench)
+    lister = sub.add_parser("list", help="env ids envhive.make accepts (and which cannot be built here)")
+    lister.add_argument("--grep", help="only ids containing this text")
+    lister.add_argument("--available", action="store_true", help="only ids that can be built here")
+    check = sub.add_parser(
+        "check", help="ENV_ID: compare every executor with serial; package.module:factory: "
+        "check your env factory for the pool")
+    check.add_argument("env", metavar="ENV_ID | module:factory")
+    check.add_argument("--num-envs", type=int, default=4)
+    check.add_argument("--steps", type=int, default=200)
+    return parser
+
+
+def _stdout_to_devnull() -> None:
+    """After a broken pipe: point stdout at /dev/null so the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured output)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``envhive`` command; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="envhive", description="Step many RL envs as one batch.")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    bench = sub.add_parser("bench", help="steps/s of an env on every available executor")
-    bench.add_argument(
-        "--env",
-        nargs="+",
-        default=["CartPole-v1", "envhive/CartPole-v1"],
-        help="env ids (default: gymnasium's CartPole-v1 on every general executor, then "
-        "envhive's compiled envhive/CartPole-v1 on the native executor)",
-    )
-    bench.add_argument("--num-envs", type=int, nargs="+", default=[1, 8, 64])
-    bench.add_argument("--executor", action="append", help="only this executor (repeatable)")
-    bench.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
-    bench.add_argument(
-        "--no-peer", action="store_true", help="skip gymnasium (SyncVectorEnv or vector_entry_point)"
-    )
-    bench.add_argument("--json", help="also write the results to this JSON file")
-    lister = sub.add_parser("list", help="env ids envhive.make accepts")
-    lister.add_argument("--grep", help="only ids containing this text")
-    check = sub.add_parser("check", help="compare every executor with serial on an env")
-    check.add_argument("env")
-    check.add_argument("--num-envs", type=int, default=4)
-    check.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args(argv)
-    handler = {"bench": _cmd_bench, "list": _cmd_list, "check": _cmd_check}[args.cmd]
-    return handler(args)
+    """Entry point of the ``envhive`` command; returns the exit status.
+
+    0: done; 1: a check failed (or the reader of the output went away); 2: a usage error or
+    an ``EnvhiveError`` (message only, no traceback).
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(args_list)
+    try:
+        if args.cmd == "bench":
+            status = _cmd_bench(args, args_list)
+        else:
+            status = {"list": _cmd_list, "check": _cmd_check}[args.cmd](args)
+        sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's exit flush
+        return status
+    except EnvhiveError as err:
+        print(f"envhive {args.cmd}: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `envhive list | head`: the reader is gone, stop quietly
+        _stdout_to_devnull()
+        return 1
+    except KeyboardInterrupt:
+        print(f"envhive {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
