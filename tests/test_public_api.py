@@ -50,6 +50,9 @@ EXPECTED_ALL = {
     "StepTimeoutError",
     "ResourceError",
     "UnexpectedKeywordError",
+    "ConfigTypeError",
+    "ActionTypeError",
+    "WaitTimeoutError",
     "__version__",
 }
 

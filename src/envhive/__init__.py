@@ -22,8 +22,10 @@ from envhive._make import make
 from envhive._registry import list_envs, register
 from envhive.errors import (
     ActionError,
+    ActionTypeError,
     ClosedError,
     ConfigError,
+    ConfigTypeError,
     EnvhiveError,
     EnvWorkerError,
     InvalidStateError,
@@ -35,6 +37,7 @@ from envhive.errors import (
     StepTimeoutError,
     UnexpectedKeywordError,
     UnknownEnvError,
+    WaitTimeoutError,
     WorkerDiedError,
 )
 from envhive.frontends._gymnasium import VectorEnv
@@ -52,15 +55,18 @@ __all__ = [
     "list_envs",
     "EnvhiveError",
     "ConfigError",
+    "ConfigTypeError",
     "UnknownEnvError",
     "SpaceMismatchError",
     "UnexpectedKeywordError",
     "ActionError",
+    "ActionTypeError",
     "InvalidStateError",
     "ClosedError",
     "PendingCallError",
     "NothingPendingError",
     "ResetNeededError",
+    "WaitTimeoutError",
     "EnvWorkerError",
     "WorkerDiedError",
     "StepTimeoutError",

@@ -1,4 +1,4 @@
-"""Checks of what users pass to the pool's calls: seeds and reset options.
+"""Checks of what users pass to the pool's calls: seeds, reset options, spaces, actions.
 
 Examples:
     >>> normalize_seeds(7, 2)
@@ -8,15 +8,25 @@ Examples:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium import Space
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
-from envhive.errors import ConfigError, SpaceMismatchError
+from envhive.errors import (
+    ActionError,
+    ActionTypeError,
+    ConfigError,
+    ConfigTypeError,
+    SpaceMismatchError,
+)
 
 __all__ = [
-    "normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count", "check_spaces",
+    "normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count",
+    "check_observation_mode", "check_spaces", "action_error",
 ]
 
 
@@ -61,15 +71,37 @@ def check_options(options: Any) -> None:
 def reset_mask_ids(mask: Any, n: int) -> np.ndarray:
     """The env ids of ``options["reset_mask"]``: a bool array of shape ``(n,)``, not all False.
 
+    The messages begin with gymnasium's vector envs' own, which code may match on; a mask that
+    is not a bool array is a :class:`~envhive.errors.ConfigTypeError` (also a ``TypeError``).
+
     Examples:
         >>> reset_mask_ids(np.array([False, True, True]), 3).tolist()
         [1, 2]
+        >>> reset_mask_ids(np.array([1, 0, 1]), 3)
+        Traceback (most recent call last):
+        envhive.errors.ConfigTypeError: `options['reset_mask']` must have `dtype=np.bool_`, got int64 (expected a bool array of shape (3,)); nothing was reset
     """
-    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
-        got = f"{type(mask).__name__} {getattr(mask, 'dtype', '')} {getattr(mask, 'shape', '')}"
-        raise ConfigError(f"options['reset_mask']: expected a bool array of shape ({n},), got {got}")
+    want = f"(expected a bool array of shape ({n},))"
+    if not isinstance(mask, np.ndarray):
+        raise ConfigTypeError(
+            f"`options['reset_mask']` must be a numpy array, got {type(mask).__name__} {want}; "
+            "nothing was reset"
+        )
+    if mask.shape != (n,):
+        raise ConfigError(
+            f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape} {want}; "
+            "nothing was reset"
+        )
+    if mask.dtype != np.bool_:
+        raise ConfigTypeError(
+            f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype} {want}; "
+            "nothing was reset"
+        )
     if not mask.any():
-        raise ConfigError("options['reset_mask']: expected at least one True entry, got none")
+        raise ConfigError(
+            "`options['reset_mask']` must contain a boolean array with at least one True value, "
+            f"got reset_mask={mask}; nothing was reset"
+        )
     return np.flatnonzero(mask)
 
 
@@ -102,17 +134,90 @@ def check_count(value: Any, name: str) -> None:
     raise ConfigError(f"{name}: expected a positive int or None, got {value!r}")
 
 
-def check_spaces(props: Sequence[Any]) -> None:
-    """Every env's spaces equal env 0's (``props``: one ``EnvProps`` per env), else a
-    ``SpaceMismatchError`` naming the env."""
+def check_observation_mode(mode: Any) -> None:
+    """``mode`` is ``"same"``, ``"different"`` or a tuple ``(batched space, single space)``,
+    as gymnasium's vector envs take ``observation_mode``.
+
+    Examples:
+        >>> check_observation_mode("different")
+        >>> check_observation_mode("mixed")
+        Traceback (most recent call last):
+        envhive.errors.ConfigError: Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch observation space, actual got mixed (a tuple is (batched space, single space), as gymnasium takes it)
+    """
+    if isinstance(mode, tuple) and len(mode) == 2:
+        if not all(isinstance(space, Space) for space in mode):
+            raise ConfigTypeError(
+                "observation_mode: expected a tuple (batched space, single space) of gymnasium "
+                f"spaces, got ({type(mode[0]).__name__}, {type(mode[1]).__name__})"
+            )
+        return
+    if not (isinstance(mode, str) and mode in ("same", "different")):
+        raise ConfigError(
+            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
+            f"batch observation space, actual got {mode} (a tuple is (batched space, single "
+            "space), as gymnasium takes it)"
+        )
+
+
+def _same_layout(space: Space, other: Space) -> bool:
+    """One shape and dtype (gymnasium's ``is_space_dtype_shape_equiv``); equality for spaces
+    it does not know."""
+    try:
+        return bool(is_space_dtype_shape_equiv(space, other))
+    except (NotImplementedError, TypeError):
+        return bool(space == other)
+
+
+def check_spaces(props: Sequence[Any], observation_mode: Any = "same") -> Space:
+    """Check every env's spaces (``props``: one ``EnvProps`` per env) and return the single
+    observation space the pool's buffers are laid out for; a ``SpaceMismatchError`` names
+    the env that does not fit.
+
+    Action spaces must equal env 0's. Observation spaces too with ``observation_mode="same"``;
+    with ``"different"`` they need only share env 0's shape and dtype; with a tuple
+    ``(batched, single)``, ``single``'s.
+    """
     first = props[0]
-    for j, p in enumerate(props[1:], start=1):
-        if p is first:  # executors that build one batch (native) report one object
+    custom = isinstance(observation_mode, tuple)
+    single = observation_mode[1] if custom else first.observation_space
+    same = observation_mode == "same"
+    for j, p in enumerate(props):
+        if p is first and j:  # executors that build one batch (native) report one object
             continue
-        for what in ("observation_space", "action_space"):
-            got, want = getattr(p, what), getattr(first, what)
-            if got != want:
-                raise SpaceMismatchError(
-                    f"env {j} has {what} {got}, expected {want} (the {what} of env 0): "
-                    "all envs of a pool must share both spaces"
-                )
+        got = p.observation_space
+        if same and got != single:
+            raise SpaceMismatchError(
+                f"env {j} has observation_space {got}, expected {single} (the observation_space "
+                "of env 0): the sub-environments observation spaces are not equivalent. All "
+                "envs of a pool must share both spaces. If this is intentional, use "
+                "`observation_mode='different'` instead (spaces of one shape and dtype)"
+            )
+        if not same and (j or custom) and not _same_layout(got, single):
+            whose = "the single space of observation_mode" if custom else "env 0's"
+            raise SpaceMismatchError(
+                f"env {j} has observation_space {got}, expected the shape and dtype of {whose}, "
+                f"{single}: with observation_mode={observation_mode!r} the envs' observation "
+                "spaces may differ in bounds only"
+            )
+        if j and p.action_space != first.action_space:
+            raise SpaceMismatchError(
+                f"env {j} has action_space {p.action_space}, expected {first.action_space} (the "
+                "action_space of env 0): all envs of a pool must share both spaces"
+            )
+    return single
+
+
+def action_error(message: str, actions: Any) -> ActionError:
+    """The error for an action batch that does not fit: an :class:`ActionTypeError` (also a
+    ``TypeError``) when ``actions`` is not a batch at all (a scalar), else an ``ActionError``.
+
+    Examples:
+        >>> type(action_error("invalid actions", 0)).__name__
+        'ActionTypeError'
+        >>> type(action_error("invalid actions", np.zeros(3))).__name__
+        'ActionError'
+    """
+    scalar = isinstance(actions, (numbers.Number, np.generic, str, bytes)) or (
+        getattr(actions, "ndim", None) == 0
+    )
+    return (ActionTypeError if scalar else ActionError)(message)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import gymnasium as gym
 import numpy as np
 
+from envhive._arguments import check_observation_mode
 from envhive._autoreset import parse_autoreset
 from envhive._extras import require
 from envhive._pool import Pool
@@ -137,6 +138,7 @@ def make(
     copy: bool = True,
     api: Literal["gymnasium"] = ...,
     device: Any = None,
+    observation_mode: str | tuple[gym.Space, gym.Space] = "same",
 ) -> VectorEnv: ...
 
 
@@ -208,6 +210,7 @@ def make(
     copy: bool = True,
     api: str = "gymnasium",
     device: Any = None,
+    observation_mode: str | tuple[gym.Space, gym.Space] = "same",
 ) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
@@ -240,6 +243,12 @@ def make(
             tensors there, zero-copy views of the pool's buffers on the CPU and one transfer
             per batch from pinned memory on an accelerator; actions may be tensors on any
             device. Needs the ``torch`` extra.
+        observation_mode: gymnasium's: ``"same"`` (every env's observation space equal),
+            ``"different"`` (spaces of one shape and dtype that differ in bounds, e.g.
+            ``Box(0, 1)`` and ``Box(0, 2)``: ``observation_space`` is then gymnasium's
+            ``batch_differing_spaces`` of them, ``single_observation_space`` env 0's) or a
+            tuple ``(batched space, single space)`` that every env's space must match in shape
+            and dtype. ``api="gymnasium"`` only.
 
     Returns:
         An :class:`envhive.VectorEnv` (or the front end ``api`` names).
@@ -258,9 +267,27 @@ def make(
         >>> obs.shape
         (8, 4)
         >>> env.close()
+
+        Envs whose observation spaces differ in bounds only (gymnasium's observation modes):
+
+        >>> from gymnasium.spaces import Box, Discrete
+        >>> from envhive.testing import ZooEnv
+        >>> env = envhive.make([lambda: ZooEnv(Box(0, 1, (2,)), Discrete(2)),
+        ...                     lambda: ZooEnv(Box(0, 5, (2,)), Discrete(2))],
+        ...                    observation_mode="different")
+        >>> env.observation_space.high.tolist()
+        [[1.0, 1.0], [5.0, 5.0]]
+        >>> env.close()
     """
     if api not in _APIS:
         raise ConfigError(f"api: expected one of {sorted(_APIS)}, got {api!r}")
+    check_observation_mode(observation_mode)
+    if api != "gymnasium" and observation_mode != "same":
+        raise ConfigError(
+            f"observation_mode: only api='gymnasium' batches observation spaces that differ "
+            f"between envs (its observation_space); api={api!r} describes one env's space, so "
+            f"leave observation_mode='same', got {observation_mode!r}"
+        )
     if device is not None:
         if api == "dm_env":
             raise ConfigError("device: dm_env time steps hold numpy arrays; use api='gymnasium' for tensors")
@@ -317,7 +344,7 @@ def make(
         factories[0].engine_device = device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
-                device=device)
+                device=device, observation_mode=observation_mode)
     if api == "dm_env":
         from envhive.frontends._dm_env import DmEnv
 
@@ -337,7 +364,12 @@ def make(
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             venv.action_space.seed(int(seed))
         return venv
-    vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device)
+    try:
+        vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device,
+                        observation_mode=observation_mode)
+    except BaseException:
+        pool.close()
+        raise
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         vec.action_space.seed(int(seed))
     return vec

@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envhive._arguments import check_options, check_spaces, normalize_seeds, reset_mask_ids
+from envhive._arguments import (
+    action_error,
+    check_options,
+    check_spaces,
+    normalize_seeds,
+    reset_mask_ids,
+)
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
 from envhive._buffers import (
@@ -47,6 +53,7 @@ from envhive._buffers import (
 from envhive._infos import InfoColumns, engine_columns, patch_reset_rows, split_rows, take_infos
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
+from envhive._pool_wait import IDLE, PENDING, READY, Waits
 from envhive._report import Completion, EnvFactory
 from envhive._spaces import ArrayCodec, tree_map
 from envhive.errors import (
@@ -63,7 +70,6 @@ from envhive.executors._protocol import Executor
 
 __all__ = ["Pool", "normalize_seeds"]
 
-IDLE, PENDING, READY = 0, 1, 2
 _RESET = int(Op.RESET)
 _POSITION = re.compile(r" at \[(\d+)\]")
 _STEP_RESET = int(Op.STEP_RESET)
@@ -71,7 +77,7 @@ _STEP = int(Op.STEP)
 _new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
 
 
-class Pool:
+class Pool(Waits):
     """A batch of envs run by one executor, with one autoreset policy.
 
     Front ends (``envhive.frontends``: gymnasium, dm_env, ...) are thin layers over this class:
@@ -88,6 +94,8 @@ class Pool:
         device: the torch device the front end hands results out on (``None``: numpy). When
             the executor's engine writes tensors on that very device (a torch batched env on
             the native executor), the buffers live there (``resident``): see ``_buffers``.
+        observation_mode: ``"same"``, ``"different"`` (observation spaces may differ in
+            bounds) or ``(batched, single)``, as gymnasium's; see ``check_spaces``.
 
     Examples:
         >>> import envhive, numpy as np
@@ -110,6 +118,7 @@ class Pool:
         seed: Any = None,
         copy: bool = True,
         device: Any = None,
+        observation_mode: Any = "same",
     ) -> None:
         n = len(factories)
         if batch_size is None:
@@ -130,10 +139,11 @@ class Pool:
         self.closed = True
         props = executor.launch(factories)
         try:
-            check_spaces(props)
+            self.observation_space = check_spaces(props, observation_mode)
+            #: Each env's own observation space (they differ with observation_mode="different").
+            self.observation_spaces = tuple(p.observation_space for p in props)
             first = props[0]
             self.props = first
-            self.observation_space = first.observation_space
             self.action_space = first.action_space
             resident = same_device(device, executor.resident_device)
             spec = BufferSpec(
@@ -286,7 +296,7 @@ class Pool:
             return batch
         found = _POSITION.search(err)
         where = f" (env {int(ids[int(found.group(1))])})" if found else ""
-        raise ActionError(f"invalid actions{where}: {err}; nothing was stepped")
+        raise action_error(f"invalid actions{where}: {err}; nothing was stepped", actions)
 
     # ------------------------------------------------------------------ core moves
     def _dispatch(
@@ -378,12 +388,6 @@ class Pool:
             self._final_infos.clear()
             self._errors.clear()
             self._refresh_blocked()
-
-    def _collect(self, min_count: int) -> None:
-        """Receive completions until ``min_count`` more envs are ready (or an env failed)."""
-        while min_count > 0 and self._in_flight and not self._errors:
-            min_count -= self._absorb(self._recv(min_count))
-        self._raise_errors()
 
     def _absorb(self, done: Completion, sync: bool = False) -> int:
         """Account for a completion of the general path (``send``/``recv``, ``run_all``)."""
@@ -480,26 +484,6 @@ class Pool:
         if self.autoreset is AutoresetMode.DISABLED:
             self._blocked |= self._ended
         self._any_blocked = bool(np.count_nonzero(self._blocked))
-
-    def _raise_errors(self) -> None:
-        # Raised only after the bookkeeping, so the pool stays consistent and usable.
-        if self._errors:
-            errors, self._errors = self._errors, {}
-            raise errors[min(errors)]
-
-    def _drain_all(self) -> None:
-        """Sync calls: wait for every env sent by this call.
-
-        If an env failed, the others' transitions are dropped with it (the call raises), but
-        every env is idle again, so the pool stays usable.
-        """
-        while self._in_flight:
-            self._absorb(self._recv(self._in_flight), sync=True)
-        if self._errors:
-            # Nothing else was in flight when the sync call began: every info is this call's.
-            self._infos.clear()
-            self._final_infos.clear()
-        self._raise_errors()
 
     def _take_infos(
         self, ids: Sequence[int], n: int, by_env: bool = False

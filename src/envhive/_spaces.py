@@ -224,7 +224,12 @@ class ObjectCodec(Codec):
             return batch, f"expected {n} values of {self.space}, got {len(batch)}"
         out = np.full(n, None, dtype=object)
         for k, value in enumerate(batch):
-            if not self.space.contains(value):
+            try:
+                inside = self.space.contains(value)
+            except Exception as err:  # a user-defined space's contains() may raise instead
+                return batch, (f"value {value!r} at [{k}] is not in {self.space} (its contains() "
+                               f"raised {type(err).__name__}: {err})")
+            if not inside:
                 return batch, f"value {value!r} at [{k}] is not in {self.space}"
             out[k] = value
         return out, None

@@ -3,7 +3,11 @@
 Every error envhive raises on purpose derives from :class:`EnvhiveError`. Messages say what
 was expected, what was got, and where (which env, which worker). Errors that describe bad
 arguments also derive from :class:`ValueError`/:class:`TypeError` so that generic handlers
-keep working.
+keep working, and errors that gymnasium has a class for also derive from that class
+(``gymnasium.error.ClosedEnvironmentError``, ``AlreadyPendingCallError``, ``NoAsyncCallError``,
+``ResetNeeded``, ``InvalidAction``, ``UnregisteredEnv``; ``RuntimeError`` for spaces that
+do not match, as gymnasium's vector envs raise), so that code written against gymnasium's
+vector envs catches envhive's errors too.
 
 Examples:
     >>> import envhive
@@ -16,18 +20,25 @@ Examples:
 
 from __future__ import annotations
 
+import multiprocessing
+
+from gymnasium import error as gym_error
+
 __all__ = [
     "EnvhiveError",
     "ConfigError",
+    "ConfigTypeError",
     "UnknownEnvError",
     "SpaceMismatchError",
     "UnexpectedKeywordError",
     "ActionError",
+    "ActionTypeError",
     "InvalidStateError",
     "ClosedError",
     "PendingCallError",
     "NothingPendingError",
     "ResetNeededError",
+    "WaitTimeoutError",
     "EnvWorkerError",
     "WorkerDiedError",
     "StepTimeoutError",
@@ -47,8 +58,17 @@ class ConfigError(EnvhiveError, ValueError):
     """
 
 
-class UnknownEnvError(ConfigError):
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument has the wrong type, e.g. a ``reset_mask`` that is not a bool array.
+
+    Also a :class:`TypeError`, as Python's own checks (and gymnasium's) raise for a wrong type.
+    """
+
+
+class UnknownEnvError(ConfigError, gym_error.UnregisteredEnv):
     """An environment id is registered neither with envhive nor with gymnasium.
+
+    Also a ``gymnasium.error.UnregisteredEnv``, the base of what ``gymnasium.make`` raises.
 
     Attributes:
         env_id: the id that was asked for.
@@ -68,7 +88,7 @@ class UnknownEnvError(ConfigError):
         return (type(self), (self.env_id, self.suggestions))
 
 
-class UnexpectedKeywordError(ConfigError, TypeError):
+class UnexpectedKeywordError(ConfigTypeError):
     """An env was given a keyword argument it does not take.
 
     Also a :class:`TypeError` with Python's own wording ("got an unexpected keyword argument
@@ -78,14 +98,36 @@ class UnexpectedKeywordError(ConfigError, TypeError):
     """
 
 
-class SpaceMismatchError(ConfigError):
-    """The envs of one pool do not share the same observation and action spaces."""
+class SpaceMismatchError(ConfigError, RuntimeError):
+    """The envs of one pool do not share the same observation and action spaces (or, with
+    ``observation_mode="different"``, observation spaces of one shape and dtype).
+
+    Also a :class:`RuntimeError`, what gymnasium's vector envs raise for spaces that differ.
+    """
 
 
-class ActionError(EnvhiveError, ValueError):
+class ActionError(EnvhiveError, ValueError, gym_error.InvalidAction):
     """An action batch does not fit the action space (shape, dtype or value).
 
-    Nothing is stepped when this is raised.
+    Nothing is stepped when this is raised. Also a ``gymnasium.error.InvalidAction``.
+    """
+
+
+class ActionTypeError(ActionError, TypeError):
+    """The actions are not a batch at all (a scalar where one action per env is expected).
+
+    Also a :class:`TypeError`, as gymnasium's vector envs raise for a scalar action batch.
+
+    Examples:
+        >>> import envhive
+        >>> env = envhive.make("CartPole-v1", num_envs=2, seed=0)
+        >>> _ = env.reset()
+        >>> try:
+        ...     env.step(0)
+        ... except TypeError as err:
+        ...     print(type(err).__name__, isinstance(err, envhive.ActionError))
+        ActionTypeError True
+        >>> env.close()
     """
 
 
@@ -93,20 +135,52 @@ class InvalidStateError(EnvhiveError, RuntimeError):
     """A call does not fit the pool's current state (see the pool's state machine)."""
 
 
-class ClosedError(InvalidStateError):
-    """A method was called on a pool that has been closed."""
+class ClosedError(InvalidStateError, gym_error.ClosedEnvironmentError):
+    """A method was called on a pool that has been closed.
+
+    Also a ``gymnasium.error.ClosedEnvironmentError``.
+    """
 
 
-class PendingCallError(InvalidStateError):
-    """A synchronous call was made while asynchronous sends are still pending."""
+class PendingCallError(InvalidStateError, gym_error.AlreadyPendingCallError):
+    """A synchronous call was made while asynchronous sends are still pending (or a send to
+    an env that is still pending).
+
+    Also a ``gymnasium.error.AlreadyPendingCallError``; ``name`` is the pending call's name
+    (``"step"``, ``"reset"``) when it is one of gymnasium's ``*_async`` calls, else ``""``.
+    """
+
+    def __init__(self, message: str, name: str = "") -> None:
+        Exception.__init__(self, message)  # not gymnasium's __init__, which requires a name
+        self.name = name
 
 
-class NothingPendingError(InvalidStateError):
-    """``recv()`` was called but not enough envs are in flight to fill a batch."""
+class NothingPendingError(InvalidStateError, gym_error.NoAsyncCallError):
+    """``recv()`` was called but not enough envs are in flight to fill a batch (or a
+    ``*_wait`` call without its ``*_async``).
+
+    Also a ``gymnasium.error.NoAsyncCallError``; ``name`` as for :class:`PendingCallError`.
+    """
+
+    def __init__(self, message: str, name: str = "") -> None:
+        Exception.__init__(self, message)  # not gymnasium's __init__, which requires a name
+        self.name = name
 
 
-class ResetNeededError(InvalidStateError):
-    """An env was stepped before its first reset, or after it ended with autoreset disabled."""
+class ResetNeededError(InvalidStateError, gym_error.ResetNeeded):
+    """An env was stepped before its first reset, or after it ended with autoreset disabled.
+
+    Also a ``gymnasium.error.ResetNeeded``.
+    """
+
+
+class WaitTimeoutError(EnvhiveError, multiprocessing.TimeoutError, TimeoutError):
+    """``step_wait``/``reset_wait(timeout=...)`` (or ``Pool.wait``) ran out of time.
+
+    The envs are still running and the call stays pending: wait again for its results, or
+    close the pool. Also a ``multiprocessing.TimeoutError`` (what gymnasium's
+    ``AsyncVectorEnv`` raises) and a built-in :class:`TimeoutError`.
+    """
 
 
 class EnvWorkerError(EnvhiveError, RuntimeError):

@@ -221,3 +221,22 @@ def test_restarted_workers_are_pinned_again():
         new = ex._state.workers[1].proc.pid
         assert new != old
         assert os.sched_getaffinity(new) == {allowed[1 % len(allowed)]}
+
+
+def test_cores_counted_are_those_this_process_may_use(monkeypatch):
+    """Under taskset or a cpuset, fewer cores than the machine's: the default worker count and
+    whether waiters give up their core between polls follow the usable ones (a parent spinning
+    on the only usable core starves its worker)."""
+    from envhive.executors import _spawn
+
+    monkeypatch.setattr(_spawn.os, "sched_getaffinity", lambda pid: {0})
+    assert _spawn.usable_cpus() == 1
+    ex = ProcessExecutor()
+    env = envhive.make("CartPole-v1", 4, executor=ex, seed=0)
+    try:
+        assert ex.num_workers is None and len(ex._state.workers) == 1  # one usable core
+        assert ex._yield_core  # parent + 1 worker > 1 core: waiters yield between polls
+        env.reset()
+        env.step(np.zeros(4, dtype=np.int64))
+    finally:
+        env.close()

@@ -61,6 +61,12 @@ class Shutdown:
 
     def __call__(self) -> None:
         for wk in self.workers:
+            if self.kind is None and wk.conn is not None:
+                # Not bound (the pool failed to build, e.g. its spaces differ): the worker
+                # waits for its bind message on the pipe, so the pipe's end tells it to stop
+                # (there is no control block to post CLOSE in yet).
+                wk.conn.close()
+                wk.conn = None
             if wk.proc is not None and wk.proc.is_alive() and self.kind is not None:
                 try:
                     self.kind[wk.w] = CMD_CLOSE

@@ -46,7 +46,13 @@ from envhive.executors._handles import Shutdown, WorkerHandle
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
-from envhive.executors._spawn import affinity_cpus, main_hidden, resource_error, stop_process
+from envhive.executors._spawn import (
+    affinity_cpus,
+    main_hidden,
+    resource_error,
+    stop_process,
+    usable_cpus,
+)
 from envhive.executors._worker import (
     CMD_CALL,
     CMD_RUN,
@@ -88,7 +94,8 @@ class ProcessExecutor(Executor):
     """Runs envs in worker processes that write straight into shared-memory buffers.
 
     Args:
-        num_workers: processes to start (default: one per CPU, at most one per env).
+        num_workers: processes to start (default: one per CPU this process may use, at most
+            one per env).
         start_method: ``"forkserver"`` (default on Linux, see :func:`default_start_method`),
             ``"spawn"`` or ``"fork"``.
         step_timeout: seconds a worker may take for one command before it is declared hung.
@@ -179,7 +186,7 @@ class ProcessExecutor(Executor):
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
         self._claim()
-        self._map = SliceMap(len(factories), self.num_workers or os.cpu_count() or 1)
+        self._map = SliceMap(len(factories), self.num_workers or usable_cpus())
         bounds = self._map.bounds
         inline = self.parent_slice and len(bounds) > 1
         if self._spin_s is None:
@@ -202,8 +209,9 @@ class ProcessExecutor(Executor):
             wk.blob = blob
             self._state.workers.append(wk)
             self._by_slice[w] = wk
-        # Waiters yield the core between polls unless every process has a core of its own.
-        self._yield_core = len(self._state.workers) + 1 > (os.cpu_count() or 1)
+        # Waiters yield the core between polls unless every process has a core of its own
+        # (the cores this process may use: under taskset or a cpuset, fewer than the machine's).
+        self._yield_core = len(self._state.workers) + 1 > usable_cpus()
         self._spin = SpinPolicy(self._spin_s, self._yield_core)
         props: list[EnvProps] = []
         try:
@@ -419,7 +427,9 @@ class ProcessExecutor(Executor):
         self._check_usable()
         out = Completion()
         got = 0
-        if self._inline_queue:
+        if min_count <= 0:  # a poll (Pool.wait's timeout): what finished, waiting for none
+            self._check_workers()
+        if self._inline_queue or min_count <= 0:
             # Workers that already finished come first (they finished before the parent's slice
             # runs), else a parent slice would starve them whenever it alone fills a batch.
             for wk in self._sweep():

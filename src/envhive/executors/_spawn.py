@@ -16,7 +16,9 @@ from typing import Any
 
 from envhive.errors import ConfigError, ResourceError
 
-__all__ = ["main_hidden", "affinity_cpus", "stop_process", "resource_error", "FDS_PER_WORKER"]
+__all__ = [
+    "main_hidden", "affinity_cpus", "usable_cpus", "stop_process", "resource_error", "FDS_PER_WORKER",
+]
 
 #: File descriptors a worker process holds in the parent (its pipe end, its process sentinel,
 #: the forkserver's status pipe), measured; the first worker also starts the forkserver and the
@@ -45,6 +47,19 @@ def main_hidden() -> Iterator[None]:
     finally:
         main.__dict__.pop("__spec__", None)
         main.__dict__.update(saved)
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask: ``taskset``, cgroup cpusets),
+    not how many the machine has.
+
+    Examples:
+        >>> 1 <= usable_cpus() <= (os.cpu_count() or 1)
+        True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1  # pragma: no cover - not Linux
 
 
 def affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:

@@ -15,6 +15,7 @@ finishes. The numbers, not the posts, say what finished (see :class:`Control`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -197,7 +198,8 @@ def worker_main(
         envs = build_envs(factories, first_id=lo)
         conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
     except BaseException as err:
-        conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
+        with contextlib.suppress(OSError):  # the parent may have given up on the pool already
+            conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
         return
     runner = EnvRunner(envs, first_id=lo)
     try:

@@ -21,17 +21,26 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector import VectorEnv as GymVectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
+from envhive._arguments import check_options, reset_mask_ids
 from envhive._batch import Batch
 from envhive._infos import Column, InfoColumns
 from envhive._pool import Pool
 from envhive._spaces import Codec, codec_for
+from envhive.errors import (
+    ClosedError,
+    NothingPendingError,
+    PendingCallError,
+    SpaceMismatchError,
+    WaitTimeoutError,
+)
 from envhive.frontends._torch import TorchArrays, torch_device
 
 __all__ = ["VectorEnv", "gym_infos"]
@@ -92,6 +101,21 @@ _MODE_NAMES = {
 }
 
 
+def _batched_observation_space(pool: Pool, observation_mode: Any) -> Any:
+    """The vector env's ``observation_space`` for gymnasium's ``observation_mode``."""
+    if isinstance(observation_mode, tuple):
+        return observation_mode[0]
+    if observation_mode == "same":
+        return batch_space(pool.observation_space, pool.num_envs)
+    try:
+        return batch_differing_spaces(list(pool.observation_spaces))
+    except (AssertionError, TypeError, ValueError) as err:
+        raise SpaceMismatchError(
+            f"observation_mode='different': the envs' observation spaces cannot be batched "
+            f"together ({type(err).__name__}: {err})"
+        ) from err
+
+
 class VectorEnv(GymVectorEnv):
     """A batch of envs behind gymnasium's ``VectorEnv`` API, plus EnvPool-style async calls.
 
@@ -99,6 +123,9 @@ class VectorEnv(GymVectorEnv):
     with ``_key`` masks, ``metadata["autoreset_mode"]``). Async use is EnvPool's:
     ``async_reset()``, then ``recv()``/``send(actions, info["env_id"])`` in a loop; with
     ``batch_size < num_envs``, ``recv`` returns the first ``batch_size`` envs to finish.
+    gymnasium's ``AsyncVectorEnv`` calls work too (``step_async(actions)`` then
+    ``step_wait(timeout=None)``, ``reset_async(seed=, options=)`` then ``reset_wait()``), and
+    ``make(observation_mode=...)`` takes gymnasium's observation modes.
 
     Examples:
         >>> import envhive, numpy as np
@@ -122,7 +149,8 @@ class VectorEnv(GymVectorEnv):
     """
 
     def __init__(
-        self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None
+        self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None,
+        observation_mode: Any = "same",
     ) -> None:
         self._pool = pool
         # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
@@ -134,17 +162,18 @@ class VectorEnv(GymVectorEnv):
         self.num_envs = pool.num_envs
         self.single_observation_space = pool.observation_space
         self.single_action_space = pool.action_space
-        self.observation_space = batch_space(pool.observation_space, pool.num_envs)
+        self.observation_space = _batched_observation_space(pool, observation_mode)
         self.action_space = batch_space(pool.action_space, pool.num_envs)
         self.metadata = dict(pool.props.metadata)
         self.metadata["autoreset_mode"] = pool.autoreset
         # What gymnasium's own vector envs carry and third-party code reads (TorchRL's
         # GymWrapper reads autoreset_mode; gymnasium's vector wrappers, observation_mode).
         self.autoreset_mode = pool.autoreset
-        self.observation_mode = "same"
+        self.observation_mode = observation_mode
         self.render_mode = pool.props.render_mode
         self.closed = False
         self._obs_codec = codec_for(pool.observation_space)
+        self._waiting: str | None = None  # the pending gymnasium *_async call: "step", "reset"
 
     # -- gymnasium API ---------------------------------------------------------------
     def reset(
@@ -218,12 +247,164 @@ class VectorEnv(GymVectorEnv):
         """Close every env and release the executor's workers and buffers. Idempotent."""
         if self.closed:
             return
+        if self._waiting is not None:
+            warnings.warn(
+                f"Calling `close` while waiting for a pending call to `{self._waiting}` to "
+                "complete. Its results are dropped.", UserWarning, stacklevel=2,
+            )
+            self._waiting = None
         self.closed = True
         self._pool.close()
 
     def close_extras(self, **kwargs: Any) -> None:
         """Part of gymnasium's API; ``close`` does all the work."""
         self._pool.close()
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Each env's ``np_random_seed``, in env order, as gymnasium's vector envs give it.
+
+        Examples:
+            >>> import envhive
+            >>> env = envhive.make("CartPole-v1", num_envs=3)
+            >>> _ = env.reset(seed=42)
+            >>> env.np_random_seed
+            (42, 43, 44)
+            >>> env.close()
+        """
+        return tuple(self._pool.call("np_random_seed"))
+
+    @property  # type: ignore[override]
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` generator, in env order (copies, where envs run in
+        other processes)."""
+        return tuple(self._pool.call("np_random"))
+
+    @np_random.setter
+    def np_random(self, value: Any) -> None:
+        raise AttributeError(
+            "np_random: each env has its own generator; seed them with reset(seed=...), or "
+            "set_attr('np_random', generators) with one per env"
+        )
+
+    # -- gymnasium's AsyncVectorEnv calls (on send/async_reset and Pool.wait) -------------
+    def _start(self, call: str) -> None:
+        """Refuse ``{call}_async`` while anything is pending (as ``AsyncVectorEnv`` does)."""
+        if self._waiting is not None:
+            self._check_open()
+            raise PendingCallError(
+                f"Calling `{call}_async` while waiting for a pending call to `{self._waiting}` "
+                f"to complete: call {self._waiting}_wait() first", self._waiting,
+            )
+        if self._pool.pending:
+            raise PendingCallError(
+                f"Calling `{call}_async` while {self._pool.pending} env(s) sent with send() or "
+                "async_reset() are not received: recv() them first"
+            )
+
+    def _finish(self, call: str, timeout: float | None) -> Batch:
+        """``{call}_wait``: every env's row once the pending ``{call}_async`` has finished."""
+        if self._waiting != call:
+            self._check_open()
+            also = f" (a call to `{self._waiting}` is pending)" if self._waiting else ""
+            raise NothingPendingError(
+                f"Calling `{call}_wait` without any prior call to `{call}_async`.{also}", call
+            )
+        try:
+            batch = self._pool.wait(timeout, caller=f"{call}_wait")
+        except WaitTimeoutError:
+            raise  # still in flight: the call stays pending
+        except BaseException:
+            self._waiting = None  # an env raised (or Ctrl-C): nothing is in flight any more
+            raise
+        self._waiting = None
+        return batch
+
+    def reset_async(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Start resetting every env (or, with ``options={"reset_mask": mask}``, the masked
+        ones), as ``reset`` would; ``reset_wait`` returns the result.
+
+        gymnasium's ``AsyncVectorEnv.reset_async``: the envs run meanwhile (on the thread and
+        process executors; the serial one resets them here).
+
+        Examples:
+            >>> import envhive
+            >>> env = envhive.make("CartPole-v1", num_envs=2, executor="thread")
+            >>> env.reset_async(seed=0)
+            >>> obs, info = env.reset_wait(timeout=10.0)
+            >>> obs.shape
+            (2, 4)
+            >>> env.close()
+        """
+        self._start("reset")
+        ids = None
+        if options is not None and "reset_mask" in options:
+            check_options(options)
+            options = dict(options)
+            ids = reset_mask_ids(options.pop("reset_mask"), self.num_envs)
+        self._pool.async_reset(ids, seed=seed, options=options)
+        self._waiting = "reset"
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """The result of ``reset_async``: ``(obs, infos)`` for every env, as ``reset`` returns.
+
+        Args:
+            timeout: seconds to wait at most (``None``: until done). If the envs are not all
+                reset by then, :class:`envhive.WaitTimeoutError` (also gymnasium's
+                ``multiprocessing.TimeoutError``) is raised and the reset stays pending:
+                ``reset_wait`` again returns it.
+
+        Raises:
+            envhive.NothingPendingError: no ``reset_async`` is pending.
+        """
+        b = self._finish("reset", timeout)
+        infos = _layout(b.infos) if b.infos else {}
+        if self._torch is not None:
+            return self._torch.tree(b.obs), self._torch.infos(infos)
+        return b.obs, infos
+
+    def step_async(self, actions: Any) -> None:
+        """Start stepping every env, as ``step`` would; ``step_wait`` returns the result.
+
+        gymnasium's ``AsyncVectorEnv.step_async``: the envs run meanwhile (on the thread and
+        process executors; the serial one steps them here). The actions are checked here
+        (``envhive.ActionError``; then nothing is sent).
+
+        Examples:
+            >>> import envhive, numpy as np
+            >>> env = envhive.make("CartPole-v1", num_envs=2, executor="thread", seed=0)
+            >>> _ = env.reset()
+            >>> env.step_async(np.array([0, 1]))
+            >>> obs, rew, term, trunc, info = env.step_wait()
+            >>> rew.tolist()
+            [1.0, 1.0]
+            >>> env.close()
+        """
+        self._start("step")
+        if self._torch is not None:
+            actions = self._torch.actions(actions)
+        self._pool.send(actions)
+        self._waiting = "step"
+
+    def step_wait(self, timeout: float | None = None) -> Transition:
+        """The result of ``step_async``: ``(obs, rewards, terminations, truncations, infos)``
+        for every env, as ``step`` returns.
+
+        Args:
+            timeout: as for :meth:`reset_wait`.
+
+        Raises:
+            envhive.NothingPendingError: no ``step_async`` is pending.
+            envhive.EnvWorkerError: an env raised (every env is idle again, as after ``step``).
+        """
+        b = self._finish("step", timeout)
+        if self._torch is not None:
+            return self._torch_transition(b, False)
+        if b.infos or b.has_final is not None:
+            return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec)
+        return b.obs, b.reward, b.terminated, b.truncated, {}
 
     # -- EnvPool-style async API --------------------------------------------------------
     def async_reset(
@@ -237,10 +418,14 @@ class VectorEnv(GymVectorEnv):
 
         Also the way to reset single envs in disabled autoreset mode.
         """
+        if self._waiting is not None:
+            self._refuse_during_gym_call("async_reset")
         self._pool.async_reset(env_id, seed=seed, options=options)
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping envs ``env_id`` (default: every env) with ``actions`` (one row each)."""
+        if self._waiting is not None:
+            self._refuse_during_gym_call("send")
         if self._torch is not None:
             actions = self._torch.actions(actions)
             if env_id is not None:
@@ -252,10 +437,27 @@ class VectorEnv(GymVectorEnv):
 
         ``info["env_id"]`` tells which env each row is.
         """
+        if self._waiting is not None:
+            self._refuse_during_gym_call("recv")
         b = self._pool.recv()
         if self._torch is not None:
             return self._torch_transition(b, True)
         return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
+
+    def _check_open(self) -> None:
+        """A closed pool says so first (before any complaint about the call's order)."""
+        if self._pool.closed:
+            raise ClosedError("the pool is closed (by close(), or after a worker failure): "
+                              "make a new one with envhive.make()")
+
+    def _refuse_during_gym_call(self, what: str) -> None:
+        """EnvPool-style calls while a gymnasium ``*_async`` call is pending: refused."""
+        if self._waiting is not None:
+            self._check_open()
+            raise PendingCallError(
+                f"{what}() called while waiting for a pending call to `{self._waiting}` to "
+                f"complete: call {self._waiting}_wait() first", self._waiting,
+            )
 
     # -- extras -----------------------------------------------------------------------
     @property
