@@ -327,3 +327,24 @@ def test_the_table_marks_a_point_whose_spans_disagree() -> None:
     screen.print(_cli_bench._table(rows, "CartPole-v1"))
     text = screen.file.getvalue()
     assert "300 *" in text and "3.0x gymnasium SyncVectorEnv" in text and "<- the peer (1x)" in text
+
+
+def test_cache_shows_the_directory_in_use_and_clears_stale_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from envhive.engines import _jit
+
+    (tmp_path / f"numba-{_jit._HASH}").mkdir()
+    (tmp_path / f"numba-{_jit._HASH}" / "x.nbc").write_bytes(b"0" * 1000)
+    (tmp_path / "numba-0000000000000000").mkdir()
+    monkeypatch.setenv("ENVHIVE_CACHE_DIR", str(tmp_path))
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path) in out and "(in use)" in out and "numba-0000000000000000" in out
+    assert main(["cache", "--clear", "--stale"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"numba-{_jit._HASH}"]
+    assert main(["cache", "--clear"]) == 0
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("ENVHIVE_CACHE", "0")
+    assert main(["cache"]) == 0
+    assert "off" in capsys.readouterr().out

@@ -1,8 +1,9 @@
-"""The ``envhive`` command: ``bench``, ``list`` and ``check``.
+"""The ``envhive`` command: ``bench``, ``list``, ``check`` and ``cache``.
 
 ``envhive bench`` measures steps/s next to gymnasium's vector envs (:mod:`envhive._cli_bench`),
 ``envhive check`` compares executors or checks your env factory (:mod:`envhive._cli_check`),
-``envhive list`` prints the env ids and marks those that cannot be built here.
+``envhive list`` prints the env ids and marks those that cannot be built here, ``envhive
+cache`` shows (and ``--clear`` empties) the on-disk cache of compiled code.
 
 Errors of envhive's own (``envhive.EnvhiveError``: a mistyped id, a bad option) print their
 message, without a traceback, and exit with status 2. Any other exception keeps its traceback.
@@ -148,6 +149,36 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return run_check(args)
 
 
+def _dir_size(path: Any) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """Where envhive's compiled code is cached, how big it is, and (``--clear``) empty it."""
+    import shutil
+
+    from envhive.engines._jit import cache_dir
+
+    current = cache_dir()
+    if current is None:
+        print("compiled-code cache: off (ENVHIVE_CACHE=0); every process compiles")
+        return 0
+    root = current.parent
+    entries = sorted(root.glob("numba-*")) if root.is_dir() else []
+    print(f"compiled-code cache: {root}")
+    for path in entries:
+        what = "in use" if path == current else "from other versions of envhive, numba or mujoco"
+        print(f"  {path.name}  {_dir_size(path) / 1e6:7.1f} MB  ({what})")
+    if not entries:
+        print("  (empty: the first use of each compiled id will compile and fill it)")
+    if args.clear:
+        stale = [p for p in entries if p != current] if args.stale else entries
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        print(f"removed {len(stale)} director{'y' if len(stale) == 1 else 'ies'}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from envhive._cli_bench import add_bench_arguments
 
@@ -166,6 +197,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("env", metavar="ENV_ID | module:factory")
     check.add_argument("--num-envs", type=int, default=4)
     check.add_argument("--steps", type=int, default=200)
+    cache = sub.add_parser("cache", help="where compiled code is cached, its size; --clear to empty it")
+    cache.add_argument("--clear", action="store_true", help="remove the cached code")
+    cache.add_argument("--stale", action="store_true",
+                       help="with --clear: only what this envhive/numba/mujoco no longer uses")
     return parser
 
 
@@ -190,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "bench":
             status = _cmd_bench(args, args_list)
         else:
-            status = {"list": _cmd_list, "check": _cmd_check}[args.cmd](args)
+            status = {"list": _cmd_list, "check": _cmd_check, "cache": _cmd_cache}[args.cmd](args)
         sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's exit flush
         return status
     except EnvhiveError as err:
