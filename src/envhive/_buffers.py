@@ -77,6 +77,9 @@ def clone_tree(tree: Tree) -> Tree:
     return tree_map(lambda a: a.copy() if type(a) is np.ndarray else a.clone(), tree)
 
 
+_EVERY = slice(None)
+
+
 def put_rows(buf: Any, where: Any, values: Any) -> None:
     """``buf[where] = values`` for a tensor ``buf``: ``values`` (numpy or a tensor on any
     device) cross to its device and dtype once; ``where`` is a slice or host int ids.
@@ -90,11 +93,11 @@ def put_rows(buf: Any, where: Any, values: Any) -> None:
     import torch
 
     v = values if is_tensor(values) else torch.from_numpy(np.ascontiguousarray(values))
-    v = v.to(device=buf.device, dtype=buf.dtype)
-    if isinstance(where, slice):
-        buf[where].copy_(v.reshape(buf[where].shape))
+    if isinstance(where, slice):  # copy_ converts dtype and device itself, with no new tensor
+        view = buf if where == _EVERY else buf[where]
+        view.copy_(v if v.shape == view.shape else v.reshape(view.shape))
     else:
-        buf[torch.as_tensor(where, device=buf.device)] = v
+        buf[torch.as_tensor(where, device=buf.device)] = v.to(device=buf.device, dtype=buf.dtype)
 
 
 def same_device(a: Any, b: Any) -> bool:

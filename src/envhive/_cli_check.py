@@ -52,7 +52,7 @@ def is_factory_target(text: str) -> bool:
 
 def _check_id(args: argparse.Namespace) -> int:
     """Run an env on every executor and mode and compare with the serial reference."""
-    from envhive.testing import assert_same_transcript, transcript
+    from envhive.testing import assert_same_transcript
 
     status = 0
     for mode in ("next_step", "same_step", "disabled"):
@@ -62,16 +62,7 @@ def _check_id(args: argparse.Namespace) -> int:
             others.insert(0, "native")
         for name in ["serial", *others]:
             env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
-            try:
-                space = env.action_space
-                space.seed(0)
-                batches = [space.sample() for _ in range(args.steps)]
-                if mode == "disabled":
-                    rec = disabled_transcript(env, batches)
-                else:
-                    rec = transcript(env, args.steps, batches.__getitem__, seed=0)
-            finally:
-                env.close()
+            rec = _seeded_transcript(env, args.steps, disabled=mode == "disabled")
             if reference is None:
                 reference = rec
                 print(f"  {mode:<10} serial     ok ({args.steps} steps x {args.num_envs} envs)")
@@ -83,6 +74,22 @@ def _check_id(args: argparse.Namespace) -> int:
                 status = 1
                 print(f"  {mode:<10} {name:<10} DIFFERS from serial: {err}")
     return status
+
+
+def _seeded_transcript(env: envhive.VectorEnv, steps: int, disabled: bool = False) -> list[Any]:
+    """``env`` reset with seed 0 and stepped ``steps`` times with actions from its action
+    space seeded with 0, every result recorded; then closed."""
+    from envhive.testing import transcript
+
+    try:
+        space = env.action_space
+        space.seed(0)
+        batches = [space.sample() for _ in range(steps)]
+        if disabled:
+            return disabled_transcript(env, batches)
+        return transcript(env, steps, batches.__getitem__, seed=0)
+    finally:
+        env.close()
 
 
 def disabled_transcript(env: envhive.VectorEnv, batches: list[Any]) -> list[Any]:
@@ -274,18 +281,10 @@ def _check_worker(factory: Callable[[], Any]) -> str:
 
 
 def _check_transcripts(factory: Callable[[], Any], steps: int) -> str:
-    from envhive.testing import assert_same_transcript, transcript
+    from envhive.testing import assert_same_transcript
 
-    recs = []
-    for _ in range(2):
-        env = envhive.make(factory, 2, executor="serial", seed=0)
-        try:
-            space = env.action_space
-            space.seed(0)
-            batches = [space.sample() for _ in range(steps)]
-            recs.append(transcript(env, steps, batches.__getitem__, seed=0))
-        finally:
-            env.close()
+    recs = [_seeded_transcript(envhive.make(factory, 2, executor="serial", seed=0), steps)
+            for _ in range(2)]
     try:
         assert_same_transcript(recs[0], recs[1])
     except AssertionError as err:

@@ -40,7 +40,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envhive._buffers import Buffers, is_tensor
+from envhive._buffers import Buffers, is_tensor, put_rows
 from envhive._extras import require
 from envhive._ops import RESET, STEP_RESET
 from envhive._report import Completion, EnvProps
@@ -188,13 +188,13 @@ class TorchEngine:
         self._resident = b.spec.resident
         if self._resident:
             self._obs, self._reward, self._final = b.obs, b.reward, b.final_obs
-            self._flags = b.device_flags  # (2, n): terminated, truncated
+            self._term, self._trunc = b.device_flags  # rows of one (2, n) tensor
             self._host_flags = torch.from_numpy(b.host_flags)
         else:
             t = torch.from_numpy
             self._obs, self._reward = t(b.obs), t(b.reward)
             self._final = t(b.final_obs) if b.final_obs is not None else None
-            self._flags = torch.stack((t(b.terminated), t(b.truncated)))  # a copy: written, then moved
+            self._term, self._trunc = t(b.terminated), t(b.truncated)
         space = self._space
         if isinstance(space, gym.spaces.Box):
             self._low = torch.as_tensor(space.low.reshape(-1), device=self.device)
@@ -238,24 +238,6 @@ class TorchEngine:
         rows = self.torch.from_numpy(ids)
         return rows.to(self.device, non_blocking=True) if self._resident else rows
 
-    def _put(self, dst: Any, rows: Any, src: Any) -> None:
-        """Write result rows ``src`` (on the env's device) into a buffer: one copy, no
-        conversion beyond the buffer's dtype (and device, for host buffers)."""
-        src = src.to(device=dst.device, dtype=dst.dtype)
-        if isinstance(rows, slice):
-            dst[rows].copy_(src)
-        else:
-            dst[rows] = src
-
-    def _flags_to_host(self) -> None:
-        """The step's one device-to-host transfer: the ``(2, n)`` flags into the host ones."""
-        b = self._b
-        if self._resident:
-            self._host_flags.copy_(self._flags)
-        else:  # host buffers: the flags were written on the host already (a small copy)
-            b.terminated[:] = self._flags[0].numpy()
-            b.truncated[:] = self._flags[1].numpy()
-
     def _reset_rows(self, ids: np.ndarray, seeds: Sequence[int | None]) -> Any:
         """Reset envs ``ids`` (host ids); returns their observations."""
         dev_ids = self.torch.from_numpy(ids).to(self.device, non_blocking=True)
@@ -274,7 +256,6 @@ class TorchEngine:
         resets = ops == RESET
         done = 0
         step_ids = ids if not resets.any() else ids[~resets]
-        flags = self._flags
         if step_ids.size:
             # Every env in order (the common step): whole tensors, no gather or scatter.
             every = step_ids.size == self.num_envs and (
@@ -286,14 +267,12 @@ class TorchEngine:
             dev_ids = None if every else torch.from_numpy(step_ids).to(env.device, non_blocking=True)
             obs, reward, term, trunc = env.step_envs(acts, dev_ids)
             rows = slice(None) if every else self._rows(step_ids)
-            self._put(self._obs, rows, obs)
-            self._put(self._reward, rows, reward)
-            if every:
-                flags[0].copy_(term)
-                flags[1].copy_(trunc)
-            else:
-                self._put(flags, (slice(None), rows), torch.stack((term, trunc)))
-            self._flags_to_host()
+            put_rows(self._obs, rows, obs)
+            put_rows(self._reward, rows, reward)
+            put_rows(self._term, rows, term)
+            put_rows(self._trunc, rows, trunc)
+            if self._resident:  # the step's one device-to-host transfer: the (2, n) flags
+                self._host_flags.copy_(b.device_flags)
             ended = b.terminated[step_ids] | b.truncated[step_ids]
             done = int(np.count_nonzero(ended))
             if done:
@@ -302,16 +281,18 @@ class TorchEngine:
                     r = self._rows(again)
                     assert self._final is not None
                     self._final[r] = self._obs[r]
-                    self._put(self._obs, r, self._reset_rows(again, [None] * again.size))
+                    put_rows(self._obs, r, self._reset_rows(again, [None] * again.size))
         if resets.any():
             reset_ids = ids[resets]
             seeds = [b.seed_of(int(i)) for i in reset_ids] if seeded else [None] * reset_ids.size
             r = self._rows(reset_ids)
-            self._put(self._obs, r, self._reset_rows(reset_ids, seeds))
+            put_rows(self._obs, r, self._reset_rows(reset_ids, seeds))
             self._reward[r] = 0.0
-            flags[:, r] = False
-            b.terminated[reset_ids] = False
-            b.truncated[reset_ids] = False
+            self._term[r] = False
+            self._trunc[r] = False
+            if self._resident:  # and their host copy (host buffers: the views above)
+                b.terminated[reset_ids] = False
+                b.truncated[reset_ids] = False
         return done
 
     def step_all(self, actions: Any) -> StepAllResult:
