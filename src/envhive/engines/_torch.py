@@ -35,7 +35,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +47,10 @@ from envhive._report import Completion, EnvProps
 from envhive.engines._protocol import StepAllResult
 from envhive.errors import ConfigError, EnvWorkerError
 
-__all__ = ["TorchBatchedEnv", "TorchEngine", "NoiseStock", "TorchSingleEnv", "TorchEnvFactory"]
+__all__ = [
+    "TorchBatchedEnv", "TorchEngine", "NoiseStock", "TorchSingleEnv", "TorchEnvFactory",
+    "torch_factory", "bench_peers",
+]
 
 
 class TorchBatchedEnv:
@@ -68,6 +71,8 @@ class TorchBatchedEnv:
     single_action_space: gym.spaces.Space
     metadata: dict[str, Any] = {"render_modes": []}
     default_max_episode_steps: int = 0
+    #: The gymnasium env this one reproduces (``envhive bench``'s peer), if any.
+    gym_id: str = ""
 
     #: Host copies of the env ids of the current call, set by the engine (see host_ids).
     _host_ids: tuple[Any, np.ndarray] | None = None
@@ -175,6 +180,7 @@ class TorchEngine:
         #: Where the env's tensors live: the pool keeps its buffers there when the front end
         #: asks for this device (``Executor.resident_device``).
         self.device = env.device
+        self.num_threads = 1  # torch's own intra-op threads, in the calling thread
         self.props = EnvProps(env.single_observation_space, env.single_action_space,
                               dict(env.metadata), None, None)
         self._space = env.single_action_space
@@ -386,6 +392,22 @@ class TorchSingleEnv(gym.Env):
         return obs[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
 
 
+def torch_factory(entry: Any, kwargs: dict[str, Any], max_episode_steps: int | None) -> TorchEnvFactory:
+    """The ``"torch"`` engine kind's factory builder (``engines._registry``)."""
+    from envhive.engines._registry import load_entry_point
+
+    return TorchEnvFactory(load_entry_point(entry.entry_point), kwargs, max_episode_steps)
+
+
+def bench_peers(entry: Any, num_envs: int) -> list[tuple[str, str, Any]]:
+    """``envhive bench``'s peer for a torch id: gymnasium's env it reproduces, if it names one."""
+    from envhive.engines._peers import gymnasium_peers
+    from envhive.engines._registry import load_entry_point
+
+    gym_id = load_entry_point(entry.entry_point).gym_id
+    return gymnasium_peers(gym_id, num_envs) if gym_id else []
+
+
 class TorchEnvFactory:
     """A picklable factory for a torch batched env id (or class): one env (a batch of 1) when
     called, for the serial, thread and process executors; a :class:`TorchEngine` of the whole
@@ -426,3 +448,13 @@ class TorchEnvFactory:
 
     def __repr__(self) -> str:
         return self.env_cls.__name__
+
+
+if TYPE_CHECKING:
+    from envhive.engines._protocol import Engine, NativeFactory
+
+    def _implements_engine(engine: TorchEngine) -> Engine:
+        return engine  # mypy checks TorchEngine against the Engine protocol here
+
+    def _implements_factory(factory: TorchEnvFactory) -> NativeFactory:
+        return factory  # and its factory against NativeFactory

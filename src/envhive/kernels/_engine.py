@@ -15,7 +15,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from envhive._buffers import Buffers
 from envhive._ops import RESET
 from envhive._report import Completion, EnvProps
 from envhive.engines import StepAllResult
+
+if TYPE_CHECKING:
+    from envhive.engines import Engine
 from envhive.engines._compiled import reset_rows
 from envhive.errors import ConfigError, EnvWorkerError
 from envhive.kernels._kernel import Binding, Kernel
@@ -44,6 +47,8 @@ class KernelEngine:
         self.kernel = k = kernel
         self.props = EnvProps(k.observation_space, k.action_space, dict(k.metadata), None, None)
         self.num_envs = k.num_envs
+        self.device = None  # host arrays
+        self.num_threads = 1  # the calling thread
         self._drive = type(k).driver()
         self._all = np.arange(k.num_envs, dtype=np.int64)
 
@@ -126,3 +131,9 @@ class KernelEngine:
     def close(self) -> None:
         """Nothing to release but references."""
         self._binding = None
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(engine: KernelEngine) -> Engine:
+        return engine  # mypy checks KernelEngine against the Engine protocol here

@@ -169,6 +169,7 @@ class MujocoEngine:
         self._runner = EnvRunner(self.envs, first_id=0)  # call, set_attr and close, as elsewhere
         self.props = env_props(env0)
         self.num_envs = n = num_envs
+        self.device = None  # host arrays
         limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
         self.num_threads = max(1, min(num_threads or limit, limit, n))
         self._max_steps = np.int64(env0._max_steps)
