@@ -161,6 +161,28 @@ def test_compiled_op_rules_are_the_ops_module_functions():
     ids = np.array([4, 3, 2, 1, 0], np.int64)
     want = [i for i in ids.tolist() if _ops.resets_in_op(int(ops[i]), bool(term[i]), bool(trunc[i]))]
     assert _compiled.reset_rows(ids, ops, term, trunc).tolist() == want == [3, 2]
+    # The batched engines' Python side: the same rule over arrays.
+    from envhive.engines._batched import ended_rows
+
+    assert ended_rows(ids, ops, term, trunc).tolist() == want
+    every = [(op, t, u) for op in (_ops.STEP, _ops.RESET, _ops.STEP_RESET) for t in (False, True)
+             for u in (False, True)]
+    mask = _ops.resets_in_ops(*(np.array(col) for col in zip(*every)))
+    assert mask.tolist() == [_ops.resets_in_op(*row) for row in every]
+
+
+def test_batched_engines_share_the_op_sequence():
+    """Every batched engine takes the steps around the op rule from engines._batched."""
+    from envhive.engines._batched import BatchedOps
+    from envhive.engines._torch import TorchEngine
+    from envhive.envs.mujoco._native import MujocoEngine
+    from envhive.kernels import _engine
+
+    assert issubclass(MujocoEngine, BatchedOps) and issubclass(TorchEngine, BatchedOps)
+    for cls in (MujocoEngine, TorchEngine):  # none restates step_all/run
+        assert "step_all" not in vars(cls) and "run" not in vars(cls)
+    source = inspect.getsource(_engine.KernelEngine.run)  # its compiled driver does the ops
+    assert "refuse_reset_options" in source and "ended_rows" in source and "reset_seeds" in source
 
 
 def test_drivers_take_the_op_rules_from_the_engines_package():
