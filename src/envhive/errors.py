@@ -20,7 +20,6 @@ Examples:
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 from typing import Any
 
@@ -248,9 +247,19 @@ def worker_error_as(
                           cause_type=type(cause).__name__)
 
 
-@functools.lru_cache(maxsize=256)
+# One generated class per cause class (None: the two cannot be combined). Unbounded, as the
+# classes an env's factory raises are few; an entry keeps its cause class alive.
+_COMBINED: dict[type, type[EnvWorkerError] | None] = {}
+
+
 def _combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | None:
     """``EnvWorkerError[cause_cls]``, one class per cause class (``None``: cannot be made)."""
+    if cause_cls not in _COMBINED:
+        _COMBINED[cause_cls] = _make_combined(cause_cls)
+    return _COMBINED[cause_cls]
+
+
+def _make_combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | None:
     if issubclass(cause_cls, EnvWorkerError) or not issubclass(cause_cls, Exception):
         return None
 
@@ -265,7 +274,7 @@ def _combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | None:
     try:
         # BaseException's __str__ and __repr__: a built-in cause class (KeyError,
         # UnicodeError, ...) would otherwise format the message its own way.
-        return type(EnvWorkerError)(name, (EnvWorkerError, cause_cls), {
+        return type(name, (EnvWorkerError, cause_cls), {
             "__module__": __name__, "__qualname__": name, "__reduce__": __reduce__,
             "__str__": BaseException.__str__, "__repr__": BaseException.__repr__,
         })

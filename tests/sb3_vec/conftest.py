@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pathlib
 
+import cloudpickle
 import pytest
 
 from envhive.errors import ActionError
@@ -43,6 +44,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE not in item.path.parents:  # this hook sees the whole session's tests
             continue
+        # The envs these tests define go to worker processes by value, not as a reference to
+        # their module: importing it (it imports SB3, which imports torch) would cost each
+        # worker ~1.5 s of CPU, about all of a process test's time.
+        cloudpickle.register_pickle_by_value(item.module)
         name = getattr(item, "originalname", item.name)
         callspec = getattr(item, "callspec", None)
         executor = callspec.params.get("executor") if callspec is not None else None

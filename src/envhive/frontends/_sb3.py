@@ -187,7 +187,7 @@ def _per_env(space: spaces.Space, actions: Any, n: int) -> bool:
         return False
     if isinstance(space, spaces.Dict):
         return all(isinstance(a, Mapping) for a in actions)
-    k = len(space.spaces)
+    k = len(space.spaces) if isinstance(space, spaces.Tuple) else -1
     return all(isinstance(a, (tuple, list)) and len(a) == k for a in actions)
 
 
