@@ -12,6 +12,7 @@ import pathlib
 
 import cloudpickle
 import pytest
+import torch
 
 from envhive.errors import ActionError
 from envhive.executors import available_executors
@@ -63,5 +64,9 @@ def pytest_collection_modifyitems(config, items):
 def executor(request):
     """The executor every VecEnv of the test is built on (``shim.EXECUTOR``)."""
     shim.EXECUTOR = request.param
+    # SB3's training tests (SAC, TD3, HER) on one torch thread: the suite runs on 2 cores.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield request.param
+    torch.set_num_threads(threads)
     shim.close_all()
