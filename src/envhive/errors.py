@@ -187,6 +187,10 @@ class WaitTimeoutError(EnvhiveError, multiprocessing.TimeoutError, TimeoutError)
 class EnvWorkerError(EnvhiveError, RuntimeError):
     """An environment raised (or misbehaved) while an executor was running it.
 
+    When an env's *factory* raised, the error is also an instance of the factory's exception
+    class where the two combine (see :func:`worker_error_as`), so an ``except`` for that class
+    catches it too.
+
     Attributes:
         env_id: index of the env in the pool.
         worker_traceback: the formatted traceback from where the env ran (a worker process,
@@ -278,8 +282,8 @@ def _make_combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | Non
             "__module__": __name__, "__qualname__": name, "__reduce__": __reduce__,
             "__str__": BaseException.__str__, "__repr__": BaseException.__repr__,
         })
-    except TypeError:  # incompatible layouts or metaclasses, an inconsistent MRO
-        return None
+    except Exception:  # incompatible layouts or metaclasses, an inconsistent MRO, a raising
+        return None    # __init_subclass__: a plain EnvWorkerError then
 
 
 def _rebuild_combined(

@@ -438,6 +438,7 @@ def test_indices_that_are_not_ints_are_refused(indices):
         assert repr(indices) in str(info.value)
     assert venv.get_attr("tag", indices=np.array([2, 0])) == venv.get_attr("tag", indices=[2, 0])
     assert venv.get_attr("tag", indices=np.int64(1)) == venv.get_attr("tag", indices=1)
+    assert venv.get_attr("tag", indices=(i for i in (1, 2))) == venv.get_attr("tag", indices=[1, 2])
     venv.close()
 
 

@@ -148,7 +148,7 @@ def _is_index(i: Any) -> bool:
     return isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_))
 
 
-def _stack(space: spaces.Space, rows: list[Any], n: int, where: str) -> Any:
+def _stack(space: spaces.Space, rows: list[Any], where: str) -> Any:
     """One action per env (``rows``, as DummyVecEnv takes them) as one batch of ``space``:
     a dict of batches for a Dict space, a tuple of batches for a Tuple space, an array for a
     leaf (its values are checked by the pool afterwards)."""
@@ -159,7 +159,7 @@ def _stack(space: spaces.Space, rows: list[Any], n: int, where: str) -> Any:
                 got = sorted(row) if isinstance(row, Mapping) else type(row).__name__
                 raise ActionError(f"invalid actions (env {i}){where}: expected a dict with keys "
                                   f"{sorted(keys)}, got {got}; nothing was stepped")
-        return {k: _stack(space.spaces[k], [row[k] for row in rows], n, f"{where}[{k!r}]")
+        return {k: _stack(space.spaces[k], [row[k] for row in rows], f"{where}[{k!r}]")
                 for k in keys}
     if isinstance(space, spaces.Tuple):
         k = len(space.spaces)
@@ -168,7 +168,7 @@ def _stack(space: spaces.Space, rows: list[Any], n: int, where: str) -> Any:
                 got = f"length {len(row)}" if isinstance(row, (tuple, list)) else type(row).__name__
                 raise ActionError(f"invalid actions (env {i}){where}: expected a tuple of {k}, "
                                   f"got {got}; nothing was stepped")
-        return tuple(_stack(sub, [row[j] for row in rows], n, f"{where}[{j}]")
+        return tuple(_stack(sub, [row[j] for row in rows], f"{where}[{j}]")
                      for j, sub in enumerate(space.spaces))
     try:
         return np.asarray(rows)
@@ -313,7 +313,7 @@ class SB3VecEnv(VecEnv):
     def _action_batch(self, actions: Any) -> Any:
         if self._structured:
             space, n = self.pool.action_space, self.num_envs
-            return _stack(space, list(actions), n, "") if _per_env(space, actions, n) else actions
+            return _stack(space, list(actions), "") if _per_env(space, actions, n) else actions
         dtype = self._int_actions
         if dtype is not None and isinstance(actions, np.ndarray) and actions.dtype.kind == "f":
             whole = actions.astype(dtype)
@@ -378,16 +378,17 @@ class SB3VecEnv(VecEnv):
     def _ids(self, indices: VecEnvIndices) -> list[int]:
         if indices is None:
             return list(range(self.num_envs))
-        if _is_index(indices):
-            ids = [int(indices)]  # type: ignore[arg-type]
-        elif isinstance(indices, (Sequence, np.ndarray, range)) and not isinstance(indices, (str, bytes)) \
-                and all(_is_index(i) for i in indices):
-            ids = [int(i) for i in indices]
-        else:
+        items: list[Any] | None = [indices]
+        if not _is_index(indices):
+            # Any iterable of ints, as DummyVecEnv takes; SB3 would use [0.5] as env 0.
+            iterable = not isinstance(indices, (str, bytes)) and hasattr(indices, "__iter__")
+            items = list(indices) if iterable else None  # type: ignore[arg-type]
+        if items is None or not all(_is_index(i) for i in items):
             raise ConfigTypeError(
                 f"indices: expected None, an int or a sequence of ints (env indices), got "
                 f"{indices!r}"
             )
+        ids = [int(i) for i in items]
         for i in ids:
             if not -self.num_envs <= i < self.num_envs:
                 raise IndexError(f"env index {i} is out of range for {self.num_envs} envs")
