@@ -632,7 +632,7 @@ def test_factory_error_is_caught_by_its_own_class(name):
         except gym.error.DeprecatedEnv as err:
             assert isinstance(err, envhive.EnvWorkerError)
             assert err.env_id == 0 and err.cause_type == "DeprecatedEnv"
-            assert "CliffWalking-v1" in str(err) and "make_warm" in err.worker_traceback
+            assert "CliffWalking-v1" in str(err) and "registration.py" in err.worker_traceback
             return make_warm("CliffWalking-v1")
 
     with warnings.catch_warnings():
