@@ -380,7 +380,7 @@ class SB3VecEnv(VecEnv):
             return list(range(self.num_envs))
         items: list[Any] | None = [indices]
         if not _is_index(indices):
-            # Any iterable of ints, as DummyVecEnv takes; SB3 would use [0.5] as env 0.
+            # Any iterable of ints, as DummyVecEnv takes (no int() cast: 0.5 is not env 0).
             iterable = not isinstance(indices, (str, bytes)) and hasattr(indices, "__iter__")
             items = list(indices) if iterable else None  # type: ignore[arg-type]
         if items is None or not all(_is_index(i) for i in items):
