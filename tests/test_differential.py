@@ -96,12 +96,13 @@ class DictObsEnv(gym.Env):
         self._end = int(self.np_random.integers(3))  # 0: terminated, 1: truncated, 2: both
         self._return = 0.0
         self._ended = False
-        # "options": SyncVectorEnv passes reset options on as given (None stays None; a
-        # reset_mask-only dict arrives as {}), and envhive must pass exactly the same.
+        # "options": the options the env got must be the same. SyncVectorEnv passes a
+        # reset_mask-only dict on as {}, where envhive passes options only when there are some
+        # (as SB3's DummyVecEnv; tests/test_reset_arguments.py): no options and {} read alike.
         info: dict[str, Any] = {
             "episode_no": self.episode,
             "seeded": seed is not None,
-            "options": "none" if options is None else ",".join(sorted(options)) or "empty",
+            "options": ",".join(sorted(options)) if options else "none",
         }
         if self.episode % 2 == 0:
             info["reset_arr"] = np.full(2, self.episode, np.int32)

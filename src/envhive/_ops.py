@@ -8,8 +8,9 @@ which observation goes where.
 
 * ``STEP``: ``env.step(action)``. Obs, reward, terminated, truncated go to the env's row; the
   step info is the row's info.
-* ``RESET``: ``env.reset(seed=..., options=...)``. The reset obs goes to the row, with reward
-  :data:`RESET_REWARD` and both flags False; the reset info is the row's info.
+* ``RESET``: ``env.reset(seed=..., options=...)``, each only when given. The reset obs goes
+  to the row, with reward :data:`RESET_REWARD` and both flags False; the reset info is the
+  row's info.
 * ``STEP_RESET``: a step; if it ended the episode (:func:`resets_in_op`), the terminal obs goes
   to ``final_obs``, the step info becomes the row's *final info*, the env is reset (no seed,
   no options) and the reset obs and reset info become the row's obs and info. Reward and flags

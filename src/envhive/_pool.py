@@ -528,7 +528,7 @@ class Pool(Waits):
         self._check_sync("reset")
         check_options(options)
         # Envs get the caller's options minus reset_mask (a copy: the caller's dict is not
-        # mutated, unlike gymnasium's), possibly empty, exactly as SyncVectorEnv passes them.
+        # mutated, unlike gymnasium's); an env gets options= only when some remain (reset_env).
         options = dict(options) if options is not None else None
         ids = self._all
         if options is not None and "reset_mask" in options:

@@ -35,9 +35,9 @@ from envhive._buffers import Buffers, as_index
 from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
 from envhive._report import Completion, EnvFactory, env_error, safe_str
 from envhive._spaces import ArrayCodec, Tree
-from envhive.errors import ConfigError, EnvWorkerError
+from envhive.errors import ConfigError, EnvWorkerError, worker_error_as
 
-__all__ = ["EnvRunner", "build_env", "build_envs", "compiled_runner"]
+__all__ = ["EnvRunner", "build_env", "build_envs", "compiled_runner", "reset_env"]
 
 _RESET, _STEP_RESET = RESET, STEP_RESET
 # Observations up to this size (bytes per env) are written to the buffers as one batch.
@@ -72,17 +72,34 @@ def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
     try:
         env = factory()
     except Exception as err:
-        raise EnvWorkerError(
-            f"the env factory raised {type(err).__name__}: {safe_str(err)}",
-            env_id=env_id,
-            worker_traceback=traceback.format_exc(),
-            cause_type=type(err).__name__,
+        # Also an instance of err's class (see worker_error_as): a caller's `except` for the
+        # factory's own error (SB3's DeprecatedEnv fallback) still catches it.
+        raise worker_error_as(
+            err, f"the env factory raised {type(err).__name__}: {safe_str(err)}",
+            env_id=env_id, worker_traceback=traceback.format_exc(),
         ) from err
     if not isinstance(env, gym.Env):
         raise ConfigError(
             f"env {env_id}: the factory must return a gymnasium.Env, got {type(env).__name__}"
         )
     return env
+
+
+def reset_env(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> Any:
+    """``env.reset``, given ``seed=`` only when there is a seed and ``options=`` only when
+    there are options (a non-empty dict), as SB3's ``DummyVecEnv`` calls it: an env whose
+    ``reset`` takes neither (older or hand-written envs) works until it is given one.
+
+    Examples:
+        >>> class Bare(gym.Env):
+        ...     def reset(self):
+        ...         return 0, {}
+        >>> reset_env(Bare(), None, {})
+        (0, {})
+    """
+    if seed is None:
+        return env.reset(options=options) if options else env.reset()
+    return env.reset(seed=seed, options=options) if options else env.reset(seed=seed)
 
 
 def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
@@ -236,8 +253,7 @@ class EnvRunner:
                 kind = _RAISED if isinstance(got, BaseException) else _RETURNED
             try:
                 if op == _RESET:
-                    seed = b.seed_of(r)
-                    obs, info = env.reset(seed=seed, options=options)
+                    obs, info = reset_env(env, b.seed_of(r), options)
                     reward, term, trunc = RESET_REWARD, False, False
                 else:
                     if kind == _NOT_CALLED:

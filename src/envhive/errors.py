@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import multiprocessing
+from typing import Any
 
 from gymnasium import error as gym_error
 
@@ -186,6 +187,10 @@ class WaitTimeoutError(EnvhiveError, multiprocessing.TimeoutError, TimeoutError)
 class EnvWorkerError(EnvhiveError, RuntimeError):
     """An environment raised (or misbehaved) while an executor was running it.
 
+    When an env's *factory* raised, the error is also an instance of the factory's exception
+    class where the two combine (see :func:`worker_error_as`), so an ``except`` for that class
+    catches it too.
+
     Attributes:
         env_id: index of the env in the pool.
         worker_traceback: the formatted traceback from where the env ran (a worker process,
@@ -211,6 +216,81 @@ class EnvWorkerError(EnvhiveError, RuntimeError):
             _rebuild_worker_error,
             (type(self), self.message, self.env_id, self.worker_traceback, self.cause_type),
         )
+
+
+def worker_error_as(
+    cause: BaseException, message: str, *, env_id: int, worker_traceback: str = ""
+) -> EnvWorkerError:
+    """An :class:`EnvWorkerError` that is also an instance of ``cause``'s class, when the two
+    classes can be combined (else a plain one); ``cause_type`` names ``cause``'s class.
+
+    So code written for the env's own error (SB3's ``except gym.error.DeprecatedEnv:``
+    fallback to a newer id) still catches it, while ``except envhive.EnvWorkerError`` keeps
+    working and the error keeps the env id and the traceback from where the env ran. The
+    instance gets a copy of ``cause``'s attributes (its class's ``__init__`` is not called:
+    it may take other arguments); its message is envhive's. It pickles (a worker process sends
+    it) as long as ``cause``'s class can be imported where it is unpickled.
+
+    Examples:
+        >>> err = worker_error_as(KeyError("x"), "the factory raised KeyError", env_id=3)
+        >>> isinstance(err, KeyError), isinstance(err, EnvWorkerError), str(err)
+        (True, True, 'env 3: the factory raised KeyError')
+        >>> type(err).__name__
+        'EnvWorkerError[KeyError]'
+    """
+    kind = _combined(type(cause))
+    if kind is not None:
+        try:
+            err = kind(message, env_id=env_id, worker_traceback=worker_traceback,
+                       cause_type=type(cause).__name__)
+            err.__dict__.update({k: v for k, v in vars(cause).items() if k not in err.__dict__})
+            return err
+        except Exception:  # a class whose instances cannot be made this way: a plain one
+            pass
+    return EnvWorkerError(message, env_id=env_id, worker_traceback=worker_traceback,
+                          cause_type=type(cause).__name__)
+
+
+# One generated class per cause class (None: the two cannot be combined). Unbounded, as the
+# classes an env's factory raises are few; an entry keeps its cause class alive.
+_COMBINED: dict[type, type[EnvWorkerError] | None] = {}
+
+
+def _combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | None:
+    """``EnvWorkerError[cause_cls]``, one class per cause class (``None``: cannot be made)."""
+    if cause_cls not in _COMBINED:
+        _COMBINED[cause_cls] = _make_combined(cause_cls)
+    return _COMBINED[cause_cls]
+
+
+def _make_combined(cause_cls: type[BaseException]) -> type[EnvWorkerError] | None:
+    if issubclass(cause_cls, EnvWorkerError) or not issubclass(cause_cls, Exception):
+        return None
+
+    def __reduce__(self: EnvWorkerError) -> tuple[Any, ...]:
+        # Rebuilt through the cause class (pickled by reference), not the generated class.
+        state = {k: v for k, v in vars(self).items()
+                 if k not in ("env_id", "worker_traceback", "cause_type", "message")}
+        args = (cause_cls, self.message, self.env_id, self.worker_traceback, self.cause_type)
+        return (_rebuild_combined, args, state)
+
+    name = f"EnvWorkerError[{cause_cls.__name__}]"
+    try:
+        # BaseException's __str__ and __repr__: a built-in cause class (KeyError,
+        # UnicodeError, ...) would otherwise format the message its own way.
+        return type(name, (EnvWorkerError, cause_cls), {
+            "__module__": __name__, "__qualname__": name, "__reduce__": __reduce__,
+            "__str__": BaseException.__str__, "__repr__": BaseException.__repr__,
+        })
+    except Exception:  # incompatible layouts or metaclasses, an inconsistent MRO, a raising
+        return None    # __init_subclass__: a plain EnvWorkerError then
+
+
+def _rebuild_combined(
+    cause_cls: type[BaseException], message: str, env_id: int, tb: str, cause: str
+) -> EnvWorkerError:
+    kind = _combined(cause_cls) or EnvWorkerError
+    return kind(message, env_id=env_id, worker_traceback=tb, cause_type=cause)
 
 
 class WorkerDiedError(EnvWorkerError):

@@ -416,14 +416,228 @@ def test_misuse_is_a_clear_error():
     with pytest.raises(envhive.ConfigError, match="Text observation has no array form"):
         envhive.make(zoo(SPACE_ZOO["text"]), 2, api="sb3")
     venv = envhive.make("CartPole-v1", 2, api="sb3")
-    with pytest.raises(envhive.ResetNeededError):
-        venv.step(np.zeros(2, np.int64))
     venv.reset()
     with pytest.raises(envhive.ConfigError, match="step_async"):
         venv.step_wait()
     with pytest.raises(IndexError):
         venv.get_attr("render_mode", indices=[2])
     venv.close()
+
+
+@pytest.mark.parametrize("indices", [[0.5], 0.5, [True], "0", [0, "1"], [None]])
+def test_indices_that_are_not_ints_are_refused(indices):
+    """SB3 casts nothing: ``indices=[0.5]`` used to mean env 0."""
+    venv = envhive.make(CountingEnv, 3, api="sb3")
+    for call in (lambda: venv.get_attr("tag", indices=indices),
+                 lambda: venv.set_attr("tag", 1, indices=indices),
+                 lambda: venv.env_method("_info", indices=indices),
+                 lambda: venv.env_is_wrapped(Monitor, indices=indices)):
+        with pytest.raises(envhive.ConfigTypeError) as info:
+            call()
+        assert "indices: expected None, an int or a sequence of ints" in str(info.value)
+        assert repr(indices) in str(info.value)
+    assert venv.get_attr("tag", indices=np.array([2, 0])) == venv.get_attr("tag", indices=[2, 0])
+    assert venv.get_attr("tag", indices=np.int64(1)) == venv.get_attr("tag", indices=1)
+    assert venv.get_attr("tag", indices=(i for i in (1, 2))) == venv.get_attr("tag", indices=[1, 2])
+    venv.close()
+
+
+def test_env_is_wrapped_takes_a_class():
+    venv = envhive.make(CountingEnv, 3, api="sb3")
+    with pytest.raises(envhive.ConfigTypeError, match=r"expected a wrapper class .*got int 3"):
+        venv.env_is_wrapped(3)
+    venv.close()
+
+
+def test_set_options_checks_its_argument_at_the_call():
+    venv = envhive.make(OptionsEnv, 2, api="sb3")
+    with pytest.raises(envhive.ConfigTypeError, match=r"expected a dict \(or None\) for env 0, got int 1"):
+        venv.set_options([1, 2])
+    with pytest.raises(envhive.ConfigError, match="expected 2 dicts \\(one per env\\), got 3"):
+        venv.set_options([{}, {}, {}])
+    with pytest.raises(envhive.ConfigTypeError, match="got str"):
+        venv.set_options("level=2")
+    venv.set_options([{"level": 1}, None])  # None: no options for that env, as {} in SB3
+    venv.reset()
+    assert venv.reset_infos == [{"options": {"level": 1}}, {"options": None}]
+    venv.close()
+
+
+class StepEnv(gym.Env):
+    """Counts from its constructor (SB3's test env of that name): steps before any reset as
+    after one, so DummyVecEnv and an implicit reset agree."""
+
+    def __init__(self, max_steps=3):
+        self.action_space = spaces.Discrete(2)
+        self.observation_space = spaces.Box(0, 999, (1,), np.int64)
+        self.max_steps, self.current_step = max_steps, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.current_step = 0
+        return np.array([0]), {}
+
+    def step(self, action):
+        self.current_step += 1
+        return np.array([self.current_step]), 1.0, False, self.current_step >= self.max_steps, {}
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_step_before_reset_resets_first(name):
+    """SB3's VecFrameStack and VecCheckNan tests step before any reset. DummyVecEnv steps
+    the envs as built; envhive resets them first (make's seeds), and the seeds of seed()
+    and options of set_options() are kept for the next reset()."""
+    ref = DummyVecEnv([StepEnv] * 3)
+    got = envhive.make(StepEnv, 3, api="sb3", executor=name)
+    for _ in range(5):  # through an episode end
+        assert_same(ref.step(np.zeros(3, np.int64)), got.step(np.zeros(3, np.int64)))
+    ref.close(), got.close()
+    venv = envhive.make(CountingEnv, 2, api="sb3", executor=name)  # refuses to step un-reset
+    venv.seed(7)
+    venv.set_options({"level": 1})
+    obs, _, _, _ = venv.step(np.ones(2, np.int64))
+    assert obs[:, 1:].tolist() == [[0, 1, 1]] * 2  # episode 0, step 1, action 1
+    assert venv.reset_infos == [{"episode": 0, "step": 0}] * 2
+    assert venv._seeds == [7, 8] and venv._options == [{"level": 1}] * 2
+    obs = venv.reset()
+    assert obs[:, 0].tolist() == [7, 8] and venv._seeds == [None, None]
+    venv.close()
+
+
+class ActionEnv(gym.Env):
+    """Keeps the last action it was given (``last``), for any action space."""
+
+    def __init__(self, action_space):
+        self.action_space = action_space
+        self.observation_space = spaces.Box(0, 1, (1,), np.float32)
+        self.last = None
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.last = action
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def same_tree(a, b):
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_tree(a[k], b[k]) for k in a)
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(map(same_tree, a, b))
+    return np.array_equal(a, b)
+
+
+STRUCTURED_ACTIONS = {
+    "dict": spaces.Dict({"move": spaces.Box(-1, 1, (2,), np.float32), "jump": spaces.Discrete(3),
+                         "keys": spaces.MultiBinary(3)}),
+    "tuple": spaces.Tuple((spaces.Discrete(4), spaces.Box(-1, 1, (2,), np.float32))),
+    "nested": spaces.Dict({"a": spaces.Tuple((spaces.Discrete(2), spaces.Discrete(5))),
+                           "b": spaces.MultiDiscrete([2, 3])}),
+}
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+@pytest.mark.parametrize("kind", sorted(STRUCTURED_ACTIONS))
+def test_structured_actions_one_per_env_as_dummy_vec_env_takes_them(name, kind):
+    """SB3's list of one action per env (``[space.sample() for _ in range(n)]``) reaches each
+    env as DummyVecEnv hands it over; a batch (a dict of batches, a tuple of batches) too."""
+    space = STRUCTURED_ACTIONS[kind]
+    fn = lambda: ActionEnv(space)  # noqa: E731
+    ref, got = DummyVecEnv([fn] * 3), envhive.make(fn, 3, api="sb3", executor=name)
+    ref.reset(), got.reset()
+    space.seed(0)
+    for _ in range(3):
+        rows = [space.sample() for _ in range(3)]
+        ref.step(rows)
+        got.step(rows)
+        for a, b, row in zip(ref.get_attr("last"), got.get_attr("last"), rows):
+            assert same_tree(a, row) and same_tree(b, row), (b, row)
+    batch = got.pool.action_space.sample()  # any one action, repeated as a batch of 3
+    stacked = tree_batch(batch, 3)
+    got.step(stacked)
+    assert all(same_tree(b, batch) for b in got.get_attr("last"))
+    ref.close(), got.close()
+
+
+def tree_batch(action, n):
+    if isinstance(action, dict):
+        return {k: tree_batch(v, n) for k, v in action.items()}
+    if isinstance(action, tuple):
+        return tuple(tree_batch(v, n) for v in action)
+    return np.stack([np.asarray(action)] * n)
+
+
+def test_structured_actions_that_do_not_fit_name_the_env():
+    space = STRUCTURED_ACTIONS["dict"]
+    venv = envhive.make(lambda: ActionEnv(space), 2, api="sb3")
+    venv.reset()
+    rows = [space.sample(), {"move": np.zeros(2, np.float32)}]
+    with pytest.raises(envhive.ActionError, match=r"env 1.*expected a dict with keys \['jump', 'keys', 'move'\], got \['move'\]"):
+        venv.step(rows)
+    rows = [space.sample(), space.sample()]
+    rows[0]["jump"] = 7
+    with pytest.raises(envhive.ActionError, match="outside Discrete"):
+        venv.step(rows)
+    venv.close()
+    tup = envhive.make(lambda: ActionEnv(STRUCTURED_ACTIONS["tuple"]), 2, api="sb3")
+    tup.reset()
+    with pytest.raises(envhive.ActionError, match=r"\(env 1\).*value 9 .*outside Discrete\(4\)"):
+        tup.step([(1, np.zeros(2, np.float32)), (9, np.zeros(2, np.float32))])
+    tup.close()
+
+
+class NoOptionsEnv(gym.Env):
+    """SB3's NanAndInfEnv's kind of reset: a seed but no ``options`` parameter."""
+
+    def __init__(self):
+        self.action_space = spaces.Discrete(2)
+        self.observation_space = spaces.Box(-1, 1, (2,), np.float32)
+        self.t = 0
+
+    def reset(self, seed=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return obs, 1.0, self.t >= 4, False, {}
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_env_without_reset_options_trains(name):
+    """Its first reset used to get ``options=None`` and raise: PPO failed at once."""
+    torch.set_num_threads(1)
+    ref = DummyVecEnv([NoOptionsEnv] * 2)
+    got = envhive.make(NoOptionsEnv, 2, api="sb3", executor=name)
+    assert_same_run(ref, got, [np.array([0, 1])] * 12)  # seeded and unseeded resets, autoresets
+    venv = envhive.make(NoOptionsEnv, 2, api="sb3", executor=name, seed=0)
+    PPO("MlpPolicy", venv, n_steps=8, batch_size=16, n_epochs=1, seed=0, device="cpu").learn(16)
+    venv.close()
+
+
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_factory_error_is_caught_by_its_own_class(name):
+    """SB3's ``except gym.error.DeprecatedEnv:`` fallback to the newer id runs."""
+
+    def make_warm(env_id):
+        venv = envhive.make(lambda: gym.make(env_id), 1, api="sb3", executor=name)
+        venv.close()
+        return env_id
+
+    def make_cliffwalking():
+        try:
+            return make_warm("CliffWalking-v0")
+        except gym.error.DeprecatedEnv as err:
+            assert isinstance(err, envhive.EnvWorkerError)
+            assert err.env_id == 0 and err.cause_type == "DeprecatedEnv"
+            assert "CliffWalking-v1" in str(err) and "registration.py" in err.worker_traceback
+            return make_warm("CliffWalking-v1")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert make_cliffwalking() == "CliffWalking-v1"
 
 
 def test_without_sb3_the_error_names_the_extra(monkeypatch):

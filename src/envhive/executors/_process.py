@@ -150,9 +150,8 @@ class ProcessExecutor(Executor):
         check_seconds(spin_s, "spin_s", zero_ok=True)
         method = start_method or default_start_method()
         if method not in mp.get_all_start_methods():
-            raise ConfigError(
-                f"start_method: expected one of {mp.get_all_start_methods()}, got {method!r}"
-            )
+            raise ConfigError(f"start_method: expected one of {mp.get_all_start_methods()}, got "
+                              f"{method!r} (multiprocessing: cannot find context for {method!r})")
         self._ctx: Any = mp.get_context(method)
         if method == "forkserver":
             try:  # imports multiprocessing.forkserver: a file to open

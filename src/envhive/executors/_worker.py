@@ -204,7 +204,7 @@ def worker_main(
         conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
     except BaseException as err:
         with contextlib.suppress(OSError):  # the parent may have given up on the pool already
-            conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
+            conn.send_bytes(encode_error(portable_error(err, lo)))
         return
     runner = EnvRunner(envs, first_id=lo)
     try:
@@ -231,7 +231,7 @@ def _serve(
     except BaseException as err:
         if isinstance(err, OSError):
             err = resource_error(err, f"worker {w} mapping the pool's shared memory")
-        conn.send_bytes(cloudpickle.dumps(("error", portable_error(err, lo))))
+        conn.send_bytes(encode_error(portable_error(err, lo)))
         return
     # The last command's sequence number (a rebuilt worker's too), read before the parent
     # hears "bound" and may send the next one.
@@ -331,6 +331,21 @@ def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], w
                 env_id=i, cause_type="PicklingError",
             ))
     return out
+
+
+def encode_error(err: BaseException) -> bytes:
+    """A failure to build or bind the envs, pickled. An env's error that does not pickle (an
+    attribute copied from the factory's own exception, see ``worker_error_as``) goes as a
+    plain :class:`EnvWorkerError` with the same env, message and traceback."""
+    try:
+        return cloudpickle.dumps(("error", err))
+    except Exception:
+        if not isinstance(err, EnvWorkerError):
+            raise
+        return cloudpickle.dumps(("error", EnvWorkerError(
+            err.message, env_id=err.env_id, worker_traceback=err.worker_traceback,
+            cause_type=err.cause_type,
+        )))
 
 
 def encode_call_reply(reply: Any, env_id: int) -> bytes:

@@ -31,9 +31,10 @@ Examples:
 from __future__ import annotations
 
 import copy
+import numbers
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -44,7 +45,7 @@ from envhive._extras import require
 from envhive._infos import Column, InfoColumns
 from envhive._pool import Pool
 from envhive._spaces import ArrayCodec, codec_for
-from envhive.errors import ConfigError, EnvWorkerError
+from envhive.errors import ActionError, ConfigError, ConfigTypeError, EnvWorkerError
 
 require("stable_baselines3", "sb3", "api='sb3'")
 
@@ -142,6 +143,54 @@ def _check_observation_space(space: spaces.Space) -> None:
             )
 
 
+def _is_index(i: Any) -> bool:
+    """An env index: an int or numpy integer (not a bool, not a float holding a whole number)."""
+    return isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_))
+
+
+def _stack(space: spaces.Space, rows: list[Any], where: str) -> Any:
+    """One action per env (``rows``, as DummyVecEnv takes them) as one batch of ``space``:
+    a dict of batches for a Dict space, a tuple of batches for a Tuple space, an array for a
+    leaf (its values are checked by the pool afterwards)."""
+    if isinstance(space, spaces.Dict):
+        keys = list(space.spaces)
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping) or set(row) != set(keys):
+                got = sorted(row) if isinstance(row, Mapping) else type(row).__name__
+                raise ActionError(f"invalid actions (env {i}){where}: expected a dict with keys "
+                                  f"{sorted(keys)}, got {got}; nothing was stepped")
+        return {k: _stack(space.spaces[k], [row[k] for row in rows], f"{where}[{k!r}]")
+                for k in keys}
+    if isinstance(space, spaces.Tuple):
+        k = len(space.spaces)
+        for i, row in enumerate(rows):
+            if not isinstance(row, (tuple, list)) or len(row) != k:
+                got = f"length {len(row)}" if isinstance(row, (tuple, list)) else type(row).__name__
+                raise ActionError(f"invalid actions (env {i}){where}: expected a tuple of {k}, "
+                                  f"got {got}; nothing was stepped")
+        return tuple(_stack(sub, [row[j] for row in rows], f"{where}[{j}]")
+                     for j, sub in enumerate(space.spaces))
+    try:
+        return np.asarray(rows)
+    except (ValueError, TypeError):  # ragged: the pool's check says what is wrong
+        return rows
+
+
+def _per_env(space: spaces.Space, actions: Any, n: int) -> bool:
+    """Whether ``actions`` for a Dict or Tuple action space are one action per env (a sequence
+    of ``n`` dicts or tuples, as DummyVecEnv takes them) rather than one batch per key or
+    position. A sequence that reads both ways (a Tuple space of ``n`` leaves given as ``n``
+    lists) is read as DummyVecEnv reads it: one action per env."""
+    if isinstance(actions, Mapping) or not isinstance(actions, (Sequence, np.ndarray)):
+        return False
+    if len(actions) != n:
+        return False
+    if isinstance(space, spaces.Dict):
+        return all(isinstance(a, Mapping) for a in actions)
+    k = len(space.spaces) if isinstance(space, spaces.Tuple) else -1
+    return all(isinstance(a, (tuple, list)) and len(a) == k for a in actions)
+
+
 class SB3VecEnv(VecEnv):
     """A Stable-Baselines3 ``VecEnv`` over an envhive pool (see the module docstring).
 
@@ -182,6 +231,9 @@ class SB3VecEnv(VecEnv):
         # policies sample floats), cast to the space's dtype.
         self._int_actions = act.dtype if isinstance(act, ArrayCodec) and act.integer else None
         self._actions: Any = None
+        # Dict and Tuple action spaces also take one action per env (see _per_env).
+        self._structured = isinstance(pool.action_space, (spaces.Dict, spaces.Tuple))
+        self._started = False  # reset() (or the implicit one of step_wait) has run
         self._reads_wrappers = True  # get_attr through get_wrapper_attr (methods uncalled)
         # VecEnv's constructor reads render_mode from every env (get_attr).
         # Own copies of the spaces: seeding them (make(seed=), SB3's algorithms) leaves the
@@ -223,13 +275,45 @@ class SB3VecEnv(VecEnv):
                     self.reset_infos[i] = rows[i]
         self._reset_seeds()  # used once, as DummyVecEnv does
         self._reset_options()
+        self._started = True
         return b.obs
+
+    def set_options(self, options: list[dict[str, Any]] | dict[str, Any] | None = None) -> None:
+        """Options for the next ``reset()`` only: one dict for every env, or one per env
+        (``None``: none), as in SB3's VecEnvs.
+
+        Raises:
+            envhive.ConfigTypeError: ``options`` is neither a dict nor a sequence of dicts.
+            envhive.ConfigError: a sequence whose length is not ``num_envs``.
+        """
+        if options is None or isinstance(options, Mapping):
+            super().set_options(dict(options) if options is not None else None)
+            return
+        if not isinstance(options, Sequence) or isinstance(options, (str, bytes)):
+            raise ConfigTypeError(
+                f"set_options: expected a dict, a list of {self.num_envs} dicts or None, got "
+                f"{type(options).__name__}"
+            )
+        if len(options) != self.num_envs:
+            raise ConfigError(
+                f"set_options: expected {self.num_envs} dicts (one per env), got {len(options)}"
+            )
+        for i, opts in enumerate(options):
+            if opts is not None and not isinstance(opts, Mapping):
+                raise ConfigTypeError(
+                    f"set_options: expected a dict (or None) for env {i}, got "
+                    f"{type(opts).__name__} {opts!r}"
+                )
+        super().set_options([dict(o) if o is not None else {} for o in options])
 
     def step_async(self, actions: np.ndarray) -> None:
         """Keep ``actions`` (one row per env) for ``step_wait``."""
         self._actions = actions
 
     def _action_batch(self, actions: Any) -> Any:
+        if self._structured:
+            space, n = self.pool.action_space, self.num_envs
+            return _stack(space, list(actions), "") if _per_env(space, actions, n) else actions
         dtype = self._int_actions
         if dtype is not None and isinstance(actions, np.ndarray) and actions.dtype.kind == "f":
             whole = actions.astype(dtype)
@@ -247,12 +331,16 @@ class SB3VecEnv(VecEnv):
 
         Raises:
             envhive.ActionError: the batch does not fit the action space (nothing stepped).
-            envhive.ResetNeededError: ``reset()`` was not called first.
+            envhive.ResetNeededError: an env raised in an earlier call and was not reset
+                since (before the first ``reset()``, the envs are reset first: see
+                ``_start``).
             envhive.EnvWorkerError: an env raised; it names the env and has its traceback.
         """
         if self._actions is None:
             raise ConfigError("step_wait(): no actions; call step_async(actions) first")
         actions, self._actions = self._actions, None
+        if not self._started:
+            self._start()
         b = self.pool.step(self._action_batch(actions))
         n = self.num_envs
         terminated, truncated = b.terminated, b.truncated
@@ -274,13 +362,33 @@ class SB3VecEnv(VecEnv):
             infos[i]["terminal_observation"] = single(b.final_obs, i)
         return b.obs, b.reward.astype(np.float32), terminated | truncated, infos
 
+    def _start(self) -> None:
+        """The reset of a step before the first ``reset()``: DummyVecEnv steps such envs as
+        built (which gymnasium's own envs refuse); here they are reset first, with ``make``'s
+        seeds. The seeds of ``seed()`` and options of ``set_options()`` stay for ``reset()``."""
+        b = self.pool.reset()
+        self.reset_infos = info_rows(b.infos, self.num_envs)
+        self._started = True
+
     def close(self) -> None:
         """Close the pool (its envs, workers and buffers). Idempotent."""
         self.pool.close()
 
     # -- VecEnv: env access ---------------------------------------------------------------
     def _ids(self, indices: VecEnvIndices) -> list[int]:
-        ids = [int(i) for i in self._get_indices(indices)]
+        if indices is None:
+            return list(range(self.num_envs))
+        items: list[Any] | None = [indices]
+        if not _is_index(indices):
+            # Any iterable of ints, as DummyVecEnv takes (no int() cast: 0.5 is not env 0).
+            iterable = not isinstance(indices, (str, bytes)) and hasattr(indices, "__iter__")
+            items = list(indices) if iterable else None  # type: ignore[arg-type]
+        if items is None or not all(_is_index(i) for i in items):
+            raise ConfigTypeError(
+                f"indices: expected None, an int or a sequence of ints (env indices), got "
+                f"{indices!r}"
+            )
+        ids = [int(i) for i in items]
         for i in ids:
             if not -self.num_envs <= i < self.num_envs:
                 raise IndexError(f"env index {i} is out of range for {self.num_envs} envs")
@@ -333,6 +441,11 @@ class SB3VecEnv(VecEnv):
         ``wrapper_class`` under another name does not count. Envs without gymnasium objects
         (native kernels) have no wrappers.
         """
+        if not isinstance(wrapper_class, type):
+            raise ConfigTypeError(
+                f"env_is_wrapped: expected a wrapper class (e.g. stable_baselines3's Monitor), "
+                f"got {type(wrapper_class).__name__} {wrapper_class!r}"
+            )
         ids = self._ids(indices)
         try:
             chains = self.pool.call("__str__", env_ids=ids)
