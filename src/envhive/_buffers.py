@@ -34,11 +34,11 @@ import numpy as np
 
 from envhive._extras import require
 from envhive._spaces import Codec, Tree, codec_for, tree_map
-from envhive.errors import ConfigError
+from envhive.errors import ActionError, ConfigError
 
 __all__ = [
     "BufferSpec", "Buffers", "as_index", "NAMESPACES", "INPUT_FIELDS", "OUTPUT_FIELDS",
-    "clone_tree", "is_tensor", "put_rows", "same_device",
+    "clone_tree", "is_tensor", "put_rows", "same_device", "tensor_values",
 ]
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
@@ -62,6 +62,44 @@ def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 def is_tensor(a: Any) -> bool:
     """Whether ``a`` is a torch tensor (without importing torch)."""
     return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+
+
+def tensor_values(t: Any, keep_device: bool = False) -> Any:
+    """A tensor of actions as numpy on the host: what a policy hands over, made readable.
+
+    Gradients are dropped; a sparse or quantized tensor is made dense; bfloat16 (numpy has
+    no such type) becomes float32, which holds every bfloat16 exactly; a conjugate or
+    negative view is resolved. A ``meta`` tensor has no values and is refused. With
+    ``keep_device``: the same, but a (strided) tensor left on its device, for a pool whose
+    buffers live there (bfloat16 then stays: ``copy_`` converts it).
+
+    Examples:
+        >>> import torch
+        >>> tensor_values(torch.tensor([0.5, 1.5], dtype=torch.bfloat16)).dtype
+        dtype('float32')
+        >>> tensor_values(torch.tensor([0, 1]).to_sparse()).tolist()
+        [0, 1]
+    """
+    import torch  # a tensor exists, so torch is already imported
+
+    if t.device.type == "meta":
+        raise ActionError(
+            "actions: expected a tensor with values (on the CPU or an accelerator), got a tensor "
+            "on the 'meta' device, which holds none; nothing was stepped"
+        )
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.dequantize()
+    if keep_device:
+        return t
+    t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t.numpy()
 
 
 def clone_tree(tree: Tree) -> Tree:

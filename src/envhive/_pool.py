@@ -49,6 +49,7 @@ from envhive._buffers import (
     is_tensor,
     put_rows,
     same_device,
+    tensor_values,
 )
 from envhive._infos import InfoColumns, engine_columns, patch_reset_rows, split_rows, take_infos
 from envhive._interrupts import deferred_interrupts
@@ -290,7 +291,7 @@ class Pool(Waits):
 
     def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
         if is_tensor(actions):  # a resident pool's general path validates on the host
-            actions = actions.detach().cpu().numpy()
+            actions = tensor_values(actions)
         batch, err = self._act_codec.validate(actions, ids.size)
         if err is None:
             return batch
