@@ -37,6 +37,7 @@ from envhive._arguments import (
     action_error,
     check_options,
     check_spaces,
+    env_ids_of,
     normalize_seeds,
     reset_mask_ids,
 )
@@ -265,18 +266,7 @@ class Pool(Waits):
         raise ResetNeededError(f"env {i} {why}; nothing was stepped")
 
     def _env_ids(self, env_id: Any) -> np.ndarray:
-        if env_id is None:
-            return self._all
-        ids = np.asarray(env_id)
-        if ids.ndim == 0:
-            ids = ids.reshape(1)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise ConfigError(f"env_id: expected a 1-d array of int env ids, got {env_id!r}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise ConfigError(f"env_id: expected ids in [0, {self.num_envs}), got {ids.tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
-        return ids.astype(np.int64)  # a copy: executors may rely on ids not changing
+        return self._all if env_id is None else env_ids_of(env_id, self.num_envs)
 
     def _tensor_actions(self, actions: Any) -> Any:
         """A resident pool's tensor actions for ``step_all``: on the buffers' device, or an
