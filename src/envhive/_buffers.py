@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._extras import require
+from envhive._memory import check_fits, size_text
 from envhive._spaces import Codec, Tree, codec_for, tree_map
 from envhive.errors import ActionError, ConfigError
 
@@ -234,6 +235,25 @@ class BufferSpec:
             codecs.extend([codec_for(self.observation_space), codec_for(self.action_space)])
         return codecs[k]
 
+    def bytes_per_env(self) -> int:
+        """Host bytes one env's row takes in every array :meth:`Buffers.allocate` makes
+        (an object leaf: its 8-byte pointer; the objects themselves are the env's).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> BufferSpec(10**9, spaces.Box(-1, 1, (4,)), spaces.Discrete(2)).bytes_per_env()
+            44
+        """
+        sizes: list[int] = []
+
+        def count(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            sizes.append(int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
+            return np.zeros((1, *shape[1:]), dtype)
+
+        one = replace(self, num_envs=1, namespace="numpy", device=None, resident=False, _codecs=[])
+        Buffers.allocate(one, count, check=False)
+        return sum(sizes)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_codecs"] = []  # rebuilt where unpickled
@@ -279,13 +299,19 @@ class Buffers:
     device_flags: Any = None
 
     @classmethod
-    def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros) -> Buffers:
+    def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros, check: bool = True) -> Buffers:
         """Allocate every array of ``spec`` with ``alloc`` (numpy or shared memory).
 
         The order of ``alloc`` calls is fixed, so a worker calling this with an allocator that
-        maps the parent's segments in order rebuilds the identical layout.
+        maps the parent's segments in order rebuilds the identical layout (with
+        ``check=False``: it maps memory already taken). Otherwise buffers that would not fit
+        in the memory available are refused first, with a
+        :class:`~envhive.errors.ResourceError` saying how much they need.
         """
         n, obs_codec, act_codec = spec.num_envs, spec.obs_codec, spec.act_codec
+        if check and not spec.resident:
+            per_env = spec.bytes_per_env()
+            check_fits(n * per_env, f"the pool's buffers for {n:,} envs ({size_text(per_env)} per env)", per_env)
         if spec.resident:
             return cls._allocate_resident(spec, alloc)
         return cls(

@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._buffers import Buffers, as_index
+from envhive._memory import check_fits, resident_bytes, size_text
 from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
 from envhive._report import Completion, EnvFactory, env_error, safe_str
 from envhive._results import (
@@ -102,8 +103,12 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
     """
     envs: list[gym.Env] = []
     seen: dict[int, int] = {}
+    probe = len(factories) >= _PROBE_FROM  # large slices: does the rest fit in memory?
+    rss = 0
     try:
         for k, factory in enumerate(factories):
+            if probe and k in (_PROBE_START, _PROBE_START + _PROBE_ENVS):
+                rss = _check_rest_fits(k, rss, len(factories), first_id)
             env = build_env(factory, first_id + k)
             if id(env) in seen:
                 raise ConfigError(
@@ -121,6 +126,27 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
                 pass
         raise
     return envs
+
+
+# Python envs show their size only once built: a large slice measures the memory its envs
+# take between the _PROBE_START-th and the next _PROBE_ENVS (after the first envs, which pay
+# for imports and caches) and refuses to build the rest if it cannot fit.
+_PROBE_START, _PROBE_ENVS = 64, 1024
+_PROBE_FROM = 8 * _PROBE_ENVS
+
+
+def _check_rest_fits(k: int, rss: int, total: int, first_id: int) -> int:
+    """At env ``k`` of ``total``: the resident memory now; at the probe's end, a
+    :class:`~envhive.errors.ResourceError` if the envs still to build would not fit."""
+    now = resident_bytes()
+    if now is None or k == _PROBE_START:
+        return now or 0
+    per_env = max(0, now - rss) / _PROBE_ENVS
+    if per_env:
+        check_fits(per_env * (total - k), f"building envs {first_id}..{first_id + total - 1} "
+                   f"(about {size_text(per_env)} per env, measured on {_PROBE_ENVS} of them; "
+                   f"{total - k:,} still to build)", per_env)
+    return now
 
 
 class EnvRunner:
