@@ -42,8 +42,11 @@ def normalize_seeds(seed: Any, n: int) -> list[int | None]:
     if seed is None:
         return [None] * n
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        seeds: list[Any] = [int(seed) + i for i in range(n)]
-    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        if seed < 0:
+            raise ConfigError(f"seed for env 0: expected a non-negative int or None, got {seed!r}")
+        return list(range(int(seed), int(seed) + n))  # all valid: no per-env check (10**6 envs)
+    seeds: list[Any]
+    if isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
         if len(seed) != n:
             raise ConfigError(f"seed: expected {n} seeds (one per env), got {len(seed)}")
         seeds = list(seed)

@@ -8,14 +8,15 @@ the kernel is made) and the pool's buffers (when they are allocated, from the sp
 envs, whose size only shows once built, are checked after the first few are (``build_envs``).
 
 Examples:
+    >>> import errno
     >>> available_bytes() is None or available_bytes() > 0
     True
     >>> check_fits(1, "one byte")
     >>> try:
     ...     check_fits(10**20, "a pool of 10**12 envs", per_env=10**8)
     ... except ResourceError as err:
-    ...     print(str(err)[:52])
-    a pool of 10**12 envs needs about 100000000000.0 GB
+    ...     print(err.errno == errno.ENOMEM, err.strerror[:52])
+    True a pool of 10**12 envs needs about 100000000000.0 GB
 """
 
 from __future__ import annotations

@@ -78,8 +78,13 @@ class KernelEngine:
                     )
                 ids = ids[~resets]
             else:
-                for i in reset_ids:
-                    if b.has_seed[i]:
+                rows = ids[resets]
+                seeded = rows[b.has_seed[rows]]
+                if seeded.size:
+                    seeds = b.seeds[seeded]
+                    big = seeds < 0  # beyond int64: kept in Buffers.big_seeds, seeded one by one
+                    k.seed_many(seeded[~big], seeds[~big])
+                    for i in seeded[big].tolist():
                         k.seed(i, b.seed_of(i))
                 k.restock(reset_ids)  # envs reset for the first time have no stock yet
         if ids.size:

@@ -39,6 +39,7 @@ from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.engines._jit import jit
 from envhive.errors import ConfigError, UnexpectedKeywordError
+from envhive.kernels._rng import entropy_words, fill_uniform, generator_of, seed_words
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
@@ -218,6 +219,10 @@ class Kernel:
     default_max_episode_steps: ClassVar[int] = 0
     defaults: ClassVar[dict[str, Any]] = {}
     param_names: ClassVar[tuple[str, ...]] = ()
+    #: ``(low, high, to_float32)`` when :meth:`draw` is ``rng.uniform(low, high, size=(count,
+    #: noise_dim))`` (then ``.astype(np.float32)`` if ``to_float32``): generators and stocks
+    #: are then made compiled (kernels/_rng.py), bit for bit; ``None``: in Python, per env.
+    uniform_bounds: ClassVar[tuple[tuple[float, ...], tuple[float, ...], bool] | None] = None
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     _driver: ClassVar[Driver | None] = None
 
@@ -249,11 +254,19 @@ class Kernel:
         # its first reset would throw away n entropy-seeded generators (each costly to make).
         self.noise_pos = np.full(n, STOCK, np.int64)
         self._rngs: list[np.random.Generator | None] = [None] * n
+        # Families whose draw is one Generator.uniform call keep each env's generator as four
+        # words (kernels/_rng.py: seeded, drawn from, compiled, bit for bit); ``_in_words``
+        # says whose generator lives there rather than in ``_rngs``.
+        self._words = np.zeros((n, 4), np.uint64)
+        self._in_words = np.zeros(n, np.bool_)
+        self._has_rng = np.zeros(n, np.bool_)
 
     def bytes_per_env(self) -> int:
         """Host bytes one env of this kernel holds once reset: its state row, time step, stock
-        of draws and position, and its generator (``_GENERATOR_BYTES``)."""
-        return 8 * (self.state_dim + 1 + STOCK * self.noise_dim + 1 + 1) + _GENERATOR_BYTES
+        of draws and position, and its generator (four words and three flags when compiled,
+        else a numpy generator: ``_GENERATOR_BYTES``)."""
+        rng = 32 + 3 + 8 if self.uniform_bounds is not None else _GENERATOR_BYTES
+        return 8 * (self.state_dim + 1 + STOCK * self.noise_dim + 1) + rng
 
     # ------------------------------------------------------------------ family hooks
     @classmethod
@@ -309,9 +322,39 @@ class Kernel:
     def seed(self, i: int, seed: int | None) -> None:
         """Give env ``i`` a new generator, as ``Env.reset(seed=seed)`` does."""
         self._rngs[i] = seeding.np_random(seed)[0]
+        self._in_words[i], self._has_rng[i] = False, True
         self._refill(i)
 
+    def seed_many(self, ids: np.ndarray, seeds: np.ndarray) -> None:
+        """:meth:`seed` for each env of ``ids`` with ``seeds`` (non-negative int64s), in one
+        compiled call when the family's draw allows (``uniform_bounds``)."""
+        if self.uniform_bounds is None:
+            for i, seed in zip(ids.tolist(), seeds.tolist()):
+                self.seed(i, seed)
+            return
+        words = np.empty((ids.size, 4), np.uint64)
+        seed_words(seeds.astype(np.uint64), words)
+        self._words[ids] = words
+        self._to_words(ids)
+
+    def _to_words(self, ids: np.ndarray) -> None:
+        """Envs ``ids`` (generators just written to ``_words``) draw their stock from them."""
+        self._in_words[ids] = self._has_rng[ids] = True
+        rngs = self._rngs
+        for i in ids.tolist():
+            rngs[i] = None
+        self._fill_words(ids)
+
+    def _fill_words(self, ids: np.ndarray) -> None:
+        assert self.uniform_bounds is not None
+        low, high, to_f32 = self.uniform_bounds
+        fill_uniform(self._words, ids, ids, np.array(low), np.array(high), to_f32, self.noise, STOCK)
+        self.noise_pos[ids] = 0
+
     def _refill(self, i: int) -> None:
+        if self._in_words[i]:
+            self._fill_words(np.array([i], np.int64))
+            return
         self.noise[i] = self.draw(self.rng(i), STOCK)
         self.noise_pos[i] = 0
 
@@ -324,11 +367,25 @@ class Kernel:
         """
         if ids is None:
             # Envs with no generator were never reset: stocked at their first reset instead.
-            rngs = self._rngs
-            empty = [i for i in np.flatnonzero(self.noise_pos >= STOCK).tolist() if rngs[i] is not None]
+            empty = np.flatnonzero((self.noise_pos >= STOCK) & self._has_rng)
         else:
-            empty = [i for i in ids if self.noise_pos[i] >= STOCK]
-        for i in empty:
+            rows = np.asarray(ids, np.int64)
+            empty = rows[self.noise_pos[rows] >= STOCK]
+            fresh = empty[~self._has_rng[empty]]
+            if fresh.size and self.uniform_bounds is not None:
+                # First resets without a seed: generators from fresh OS entropy, as
+                # SeedSequence() makes them, all at once.
+                words = np.empty((fresh.size, 4), np.uint64)
+                entropy_words(words)
+                self._words[fresh] = words
+                self._to_words(fresh)
+                empty = empty[self.noise_pos[empty] >= STOCK]
+        if not empty.size:
+            return
+        in_words = self._in_words[empty]
+        if in_words.any():
+            self._fill_words(empty[in_words])
+        for i in empty[~in_words].tolist():
             self._refill(i)
 
     def rng(self, i: int) -> np.random.Generator:
@@ -337,6 +394,12 @@ class Kernel:
         An env never seeded gets one from fresh entropy, as gymnasium's ``Env.np_random``.
         """
         rng = self._rngs[i]
-        if rng is None:
+        if rng is None and self._in_words[i]:
+            # Asked for as an object (call("np_random"), a family without uniform_bounds):
+            # made in exactly the words' state; the env draws in Python from then on.
+            rng = self._rngs[i] = generator_of(self._words[i])
+            self._in_words[i] = False
+        elif rng is None:
             rng = self._rngs[i] = seeding.np_random(None)[0]
+            self._has_rng[i] = True
         return rng
