@@ -378,6 +378,29 @@ class Buffers:
             if self.big_seeds:
                 self.big_seeds.pop(row, None)
 
+    def put_seeds(self, rows: list[int], seeds: list[int | None]) -> None:
+        """:meth:`put_seed` for each of ``rows``; one numpy write when every seed is an int
+        that fits the column (the common case: a pool of 10**6 envs seeded at once).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(3, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.put_seeds([0, 2], [5, 2**70]); b.put_seeds([1], [9])
+            >>> [b.seed_of(r) for r in range(3)] == [5, 9, 2**70]
+            True
+        """
+        try:
+            column = np.array(seeds, dtype=np.int64)  # None or a big seed: one by one
+        except (TypeError, ValueError, OverflowError):
+            for row, seed in zip(rows, seeds):
+                self.put_seed(row, seed)
+            return
+        self.seeds[rows] = column
+        self.has_seed[rows] = True
+        if self.big_seeds:
+            for row in rows:
+                self.big_seeds.pop(row, None)
+
     def seed_of(self, row: int) -> int | None:
         """The seed of ``row``'s RESET op (a Python int), or ``None`` for an unseeded one."""
         if not self.has_seed[row]:

@@ -316,8 +316,7 @@ class Pool(Waits):
             else:
                 resets = int(np.count_nonzero(ops == _RESET))
         if seeds is not None:
-            for i, s in zip(ids.tolist(), seeds):
-                b.put_seed(i, s)
+            b.put_seeds(ids.tolist(), seeds)
             self._maybe_seeded = True
         elif resets and self._maybe_seeded:
             # Autoresets take no seed: clear any left from an earlier seeded reset.
