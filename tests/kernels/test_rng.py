@@ -87,3 +87,22 @@ def test_episodes_match_gymnasium_across_stock_refills_and_a_generator_handed_ou
                 np.testing.assert_array_equal(a, b)
     ours.close()
     ref.close()
+
+
+def test_seeds_of_any_size_and_none_in_one_reset_match_gymnasium():
+    """One reset with a seed beyond 2**64 (numpy's path), small ones (compiled) and none (the
+    env continues its generator): every env's episode is gymnasium's."""
+    seeds = [2**70 + 3, 5, None, 2**64 - 1]
+    ours = envhive.make("envhive/CartPole-v1", 4, executor="native")
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4)
+    ours.reset(seed=[1, 2, 3, 4])
+    ref.reset(seed=[1, 2, 3, 4])
+    obs, _ = ours.reset(seed=seeds)
+    want, _ = ref.reset(seed=seeds)
+    np.testing.assert_array_equal(obs, want)
+    actions = np.random.default_rng(2).integers(0, 2, (300, 4))
+    for a in actions:
+        for x, y in zip(ours.step(a)[:4], ref.step(a)[:4]):
+            np.testing.assert_array_equal(x, y)
+    ours.close()
+    ref.close()

@@ -39,7 +39,7 @@ from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.engines._jit import jit
 from envhive.errors import ConfigError, UnexpectedKeywordError
-from envhive.kernels._rng import entropy_words, fill_uniform, generator_of, seed_words
+from envhive.kernels._rng import MAX_SEED, entropy_words, fill_uniform, generator_of, seed_words
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
@@ -325,17 +325,24 @@ class Kernel:
         self._in_words[i], self._has_rng[i] = False, True
         self._refill(i)
 
-    def seed_many(self, ids: np.ndarray, seeds: np.ndarray) -> None:
-        """:meth:`seed` for each env of ``ids`` with ``seeds`` (non-negative int64s), in one
-        compiled call when the family's draw allows (``uniform_bounds``)."""
-        if self.uniform_bounds is None:
-            for i, seed in zip(ids.tolist(), seeds.tolist()):
-                self.seed(i, seed)
+    def seed_many(self, ids: np.ndarray, seeds: list[int | None]) -> None:
+        """:meth:`seed` for each env of ``ids`` whose seed (``seeds[k]``) is not ``None``, in
+        one compiled call when the family's draw allows (``uniform_bounds``; a seed beyond
+        2**64 - 1 takes numpy's path)."""
+        picked = [(i, seed) for i, seed in zip(ids.tolist(), seeds) if seed is not None]
+        if not picked:
             return
-        words = np.empty((ids.size, 4), np.uint64)
-        seed_words(seeds.astype(np.uint64), words)
-        self._words[ids] = words
-        self._to_words(ids)
+        compiled = self.uniform_bounds is not None
+        fast = [(i, seed) for i, seed in picked if compiled and seed <= MAX_SEED]
+        for i, seed in picked:
+            if not (compiled and seed <= MAX_SEED):
+                self.seed(i, seed)
+        if fast:
+            rows = np.array([i for i, _ in fast], np.int64)
+            words = np.empty((rows.size, 4), np.uint64)
+            seed_words(np.array([seed for _, seed in fast], np.uint64), words)
+            self._words[rows] = words
+            self._to_words(rows)
 
     def _to_words(self, ids: np.ndarray) -> None:
         """Envs ``ids`` (generators just written to ``_words``) draw their stock from them."""
