@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import envhive
+from envhive.kernels import _kernel as kernel_module
 from envhive.kernels import _rng
 from envhive.kernels._kernel import STOCK
 from envhive.kernels.classic._acrobot import AcrobotKernel
@@ -66,13 +67,18 @@ def test_each_familys_stock_is_its_own_draw(kernel):
         assert _rng.generator_of(words[j]).uniform(size=3).tolist() == rng.uniform(size=3).tolist()
 
 
+@pytest.mark.parametrize("large", [False, True], ids=["stock-32", "large-pool-stock-8"])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1"])
-def test_episodes_match_gymnasium_across_stock_refills_and_a_generator_handed_out(env_id):
+def test_episodes_match_gymnasium_across_stock_refills_and_a_generator_handed_out(env_id, large, monkeypatch):
     """Short random episodes (many more than STOCK resets per env), seeded at the start and
-    reseeded midway; halfway, env 1's generator is asked for (made from its words), and the
-    episodes still match gymnasium's vector env, whose envs draw from numpy generators."""
+    reseeded midway; halfway, the envs' generators are asked for (made from their words), and
+    the episodes still match gymnasium's vector env, whose envs draw from numpy generators.
+    ``large``: as a pool of 2**16 envs or more is made (a stock of 8 resets per env)."""
+    if large:
+        monkeypatch.setattr(kernel_module, "_LARGE_POOL", 1)
     n, steps = 3, 2000 if env_id == "CartPole-v1" else 600
     ours = envhive.make(f"envhive/{env_id}", n, executor="native")
+    assert ours.pool.executor._engine.kernel.stock == (8 if large else STOCK)
     ref = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * n)
     actions = np.random.default_rng(1).integers(0, ref.single_action_space.n, (steps, n))
     for seed in (5, 2**40):

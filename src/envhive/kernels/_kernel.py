@@ -45,6 +45,10 @@ __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
 #: Resets drawn ahead per env (one Python call per env every ``STOCK`` episodes).
 STOCK = 32
+#: The same for a large pool whose generators are compiled (``uniform_bounds``): a refill is
+#: then one compiled call for every env that ran out, and a deep stock would only cost memory
+#: (1 KB per CartPole env at 32) and the time to touch it.
+_LARGE_POOL, _LARGE_POOL_STOCK = 2**16, 8
 #: One env's ``numpy.random.Generator`` (~860 B with tracemalloc, numpy 2.4: gymnasium's
 #: per-env generator, kept for exact seeding) and its Python records; with the arrays, a
 #: seeded CartPole pool measured ~2.15 KB per env of resident memory after its first step.
@@ -244,15 +248,17 @@ class Kernel:
         self.num_envs = n = int(num_envs)
         self.params = self.pack_params(self.config)
         self.observation_space, self.action_space = self.spaces(self.config)
+        large = n >= _LARGE_POOL and self.uniform_bounds is not None
+        self.stock = _LARGE_POOL_STOCK if large else STOCK  # resets drawn ahead per env
         per_env = self.bytes_per_env() + BufferSpec(1, self.observation_space, self.action_space).bytes_per_env()
         check_fits(n * per_env, f"{self.id} x {n:,} ({size_text(per_env)} per env: state, "
-                   f"{STOCK} resets drawn ahead, a numpy generator, the pool's buffers)", per_env)
+                   f"{self.stock} resets drawn ahead, a generator, the pool's buffers)", per_env)
         self.state = np.zeros((n, self.state_dim), np.float64)
         self.elapsed = np.zeros(n, np.int64)
-        self.noise = np.zeros((n, STOCK, self.noise_dim), np.float64)
+        self.noise = np.zeros((n, self.stock, self.noise_dim), np.float64)
         # Generators and stocks are made on first need (restock), not here: a pool seeded at
         # its first reset would throw away n entropy-seeded generators (each costly to make).
-        self.noise_pos = np.full(n, STOCK, np.int64)
+        self.noise_pos = np.full(n, self.stock, np.int64)
         self._rngs: list[np.random.Generator | None] = [None] * n
         # Families whose draw is one Generator.uniform call keep each env's generator as four
         # words (kernels/_rng.py: seeded, drawn from, compiled, bit for bit); ``_in_words``
@@ -266,7 +272,7 @@ class Kernel:
         of draws and position, and its generator (four words and three flags when compiled,
         else a numpy generator: ``_GENERATOR_BYTES``)."""
         rng = 32 + 3 + 8 if self.uniform_bounds is not None else _GENERATOR_BYTES
-        return 8 * (self.state_dim + 1 + STOCK * self.noise_dim + 1) + rng
+        return 8 * (self.state_dim + 1 + self.stock * self.noise_dim + 1) + rng
 
     # ------------------------------------------------------------------ family hooks
     @classmethod
@@ -355,14 +361,14 @@ class Kernel:
     def _fill_words(self, ids: np.ndarray) -> None:
         assert self.uniform_bounds is not None
         low, high, to_f32 = self.uniform_bounds
-        fill_uniform(self._words, ids, ids, np.array(low), np.array(high), to_f32, self.noise, STOCK)
+        fill_uniform(self._words, ids, ids, np.array(low), np.array(high), to_f32, self.noise, self.stock)
         self.noise_pos[ids] = 0
 
     def _refill(self, i: int) -> None:
         if self._in_words[i]:
             self._fill_words(np.array([i], np.int64))
             return
-        self.noise[i] = self.draw(self.rng(i), STOCK)
+        self.noise[i] = self.draw(self.rng(i), self.stock)
         self.noise_pos[i] = 0
 
     def restock(self, ids: list[int] | None = None) -> None:
@@ -374,10 +380,10 @@ class Kernel:
         """
         if ids is None:
             # Envs with no generator were never reset: stocked at their first reset instead.
-            empty = np.flatnonzero((self.noise_pos >= STOCK) & self._has_rng)
+            empty = np.flatnonzero((self.noise_pos >= self.stock) & self._has_rng)
         else:
             rows = np.asarray(ids, np.int64)
-            empty = rows[self.noise_pos[rows] >= STOCK]
+            empty = rows[self.noise_pos[rows] >= self.stock]
             fresh = empty[~self._has_rng[empty]]
             if fresh.size and self.uniform_bounds is not None:
                 # First resets without a seed: generators from fresh OS entropy, as
@@ -386,7 +392,7 @@ class Kernel:
                 entropy_words(words)
                 self._words[fresh] = words
                 self._to_words(fresh)
-                empty = empty[self.noise_pos[empty] >= STOCK]
+                empty = empty[self.noise_pos[empty] >= self.stock]
         if not empty.size:
             return
         in_words = self._in_words[empty]
@@ -396,7 +402,7 @@ class Kernel:
             self._refill(i)
 
     def rng(self, i: int) -> np.random.Generator:
-        """Env ``i``'s generator (its state is ``STOCK`` resets ahead of use, at most).
+        """Env ``i``'s generator (its state is ``self.stock`` resets ahead of use, at most).
 
         An env never seeded gets one from fresh entropy, as gymnasium's ``Env.np_random``.
         """
