@@ -184,3 +184,66 @@ def test_c_functions_are_called_by_name():
     assert call(np.int64(-7)) == 7
     with pytest.raises(ValueError, match="no address"):
         jit_mod.c_function("nothing", 0, types.void())
+
+
+# -- whose directory -----------------------------------------------------------------------------
+_WHERE = """
+import warnings
+warnings.simplefilter("always")
+from envhive.engines._jit import _DIR
+print(_DIR)
+"""
+
+
+def _where(cache: pathlib.Path, tmp: pathlib.Path) -> tuple[pathlib.Path, str]:
+    """The directory a fresh process loads compiled code from, and its warnings."""
+    tmp.mkdir(mode=0o700, exist_ok=True)
+    env = dict(os.environ, ENVHIVE_CACHE_DIR=str(cache), ENVHIVE_CACHE="1", TMPDIR=str(tmp))
+    done = subprocess.run([sys.executable, "-c", _WHERE], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return pathlib.Path(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _unsafe(kind: str, tmp_path: pathlib.Path) -> pathlib.Path:
+    if kind in ("other owner", "shared group") and os.getuid() != 0:
+        pytest.skip("needs root to give a directory away")
+    if kind == "writable parent":
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o777)  # others may write here, and no sticky bit
+        return shared / "cache"
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if kind == "others can write":
+        cache.chmod(0o777)
+    elif kind == "other owner":
+        os.chown(cache, 12345, 12345)
+    elif kind == "shared group":
+        os.chown(cache, os.getuid(), 12345)
+        cache.chmod(0o770)
+    return cache
+
+
+@pytest.mark.parametrize("kind", ["others can write", "writable parent", "other owner", "shared group"])
+def test_a_cache_directory_others_can_write_is_refused(kind, tmp_path):
+    """numba's index files are pickles: loading them from a directory someone else can write
+    would run their code. envhive warns, naming the directory and why, and uses a private one."""
+    cache = _unsafe(kind, tmp_path)
+    where, warned = _where(cache, tmp_path / "tmp")
+    assert not str(where).startswith(str(cache)), f"loads compiled code from {where}"
+    assert str(where).startswith(str(tmp_path / "tmp"))  # the private fallback
+    assert where.stat().st_mode & 0o077 == 0 and where.parent.stat().st_mode & 0o077 == 0
+    assert "not loading compiled code from" in warned and str(cache) in warned
+    assert not (cache.exists() and any(cache.iterdir())), "wrote into the refused directory"
+
+
+@pytest.mark.parametrize("parent_mode", [0o755, 0o1777])  # 1777: a shared /tmp, sticky
+def test_a_private_cache_directory_is_used_and_made_private(parent_mode, tmp_path):
+    parent = tmp_path / "home"
+    parent.mkdir()
+    parent.chmod(parent_mode)
+    where, warned = _where(parent / "cache", tmp_path / "tmp")
+    assert where.parent == parent / "cache" and where.name.startswith("numba-")
+    assert where.stat().st_mode & 0o777 == 0o700 and where.parent.stat().st_mode & 0o777 == 0o700
+    assert "not loading" not in warned

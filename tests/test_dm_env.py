@@ -168,3 +168,24 @@ def test_spec_kinds() -> None:
     assert mb.shape == (3,) and mb.maximum == 1
     with pytest.raises(envhive.ConfigError, match="spec"):
         spec_for(spaces.Text(5), "t")
+
+
+@pytest.mark.parametrize("executor", [*available_executors(), "native"])
+@pytest.mark.parametrize("env_ids, words", [
+    ([10], "expected ids in [0, 3), got [10]"),
+    (["a"], "expected a 1-d array of int env ids"),
+    ([0.7], "expected a 1-d array of int env ids"),  # used to reset env 0 silently
+    ([1, 1], "each env may appear once"),
+])
+def test_dm_env_reset_checks_env_ids_as_send_does(executor: str, env_ids, words: str) -> None:
+    env_id = "envhive/CartPole-v1" if executor == "native" else "CartPole-v1"
+    with envhive.make(env_id, 3, executor=executor, api="dm_env", seed=0) as env:
+        env.reset()
+        env.step(np.zeros(3, np.int64))
+        with pytest.raises(envhive.ConfigError) as info:
+            env.reset(env_ids)
+        assert words in str(info.value)
+        with pytest.raises(envhive.ConfigError):  # send says the same
+            env.send(np.zeros(1, np.int64), env_ids)
+        ts = env.reset([2, 0])  # nothing was reset: the pool goes on
+        assert ts.step_type.tolist() == [0, 0] and ts.observation.shape == (2, 4)

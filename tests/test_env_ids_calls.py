@@ -80,3 +80,22 @@ def test_a_raising_call_names_the_env_that_raised(executor):
             env.pool.call("no_such_attribute", env_ids=[3, 1])
         assert info.value.env_id == 3
         assert env.pool.call("boom", env_ids=[3, 1]) == (3, 1)
+
+
+class EchoEnv(CountingEnv):
+    """Its ``echo`` method returns its tag with what it was called with."""
+
+    def echo(self, *args, **kwargs):
+        return self.tag, args, kwargs
+
+
+@pytest.mark.parametrize("executor", available_executors())
+def test_vector_env_call_takes_env_ids_for_itself(executor):
+    """README: ``call`` takes ``env_ids=``, as ``get_attr``/``set_attr`` do; it chooses the
+    envs and is never passed on to the env's method (it used to be, to every env)."""
+    fns = [functools.partial(EchoEnv, tag=i) for i in range(3)]
+    with envhive.make(fns, executor=executor) as env:
+        assert env.call("echo", 1, key=2, env_ids=[2, 0]) == ((2, (1,), {"key": 2}), (0, (1,), {"key": 2}))
+        assert env.call("echo", key=3) == tuple((i, (), {"key": 3}) for i in range(3))
+        with pytest.raises(envhive.ConfigError, match=r"\[0, 3\)"):
+            env.call("echo", env_ids=[3])

@@ -2,7 +2,8 @@
 
 Layers, bottom up:
 
-* base: ``_ops``, ``_buffers``, ``_report``, ``_spaces``, ``errors`` (plus ``_runner``, the
+* base: ``_ops``, ``_buffers``, ``_report``, ``_spaces``, ``errors``, ``_memory`` (what
+  fits), ``_results`` (what an env may return) (plus ``_runner``, the
   Python op runner compiled engines reuse for ``call``/``set_attr``);
 * compiled code: ``engines`` (protocol, registry, shared compiled helpers), ``kernels``,
   ``envs``: they import the base and ``engines``, never ``executors``;
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.timeout(120)
 
 SRC = pathlib.Path(envhive.__file__).resolve().parent
 
-BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces", "envhive.errors")
+BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces", "envhive.errors",
+        "envhive._memory", "envhive._results")
 #: What compiled code (engines, kernels, envs) may import from envhive, besides its own package.
 COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines")
 #: What the base must never import: everything above it.

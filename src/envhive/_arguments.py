@@ -25,7 +25,7 @@ from envhive.errors import (
 )
 
 __all__ = [
-    "normalize_seeds", "check_options", "reset_mask_ids", "check_seconds", "check_count",
+    "normalize_seeds", "check_options", "reset_mask_ids", "env_ids_of", "check_seconds", "check_count",
     "check_observation_mode", "check_spaces", "action_error",
 ]
 
@@ -42,8 +42,11 @@ def normalize_seeds(seed: Any, n: int) -> list[int | None]:
     if seed is None:
         return [None] * n
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        seeds: list[Any] = [int(seed) + i for i in range(n)]
-    elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+        if seed < 0:
+            raise ConfigError(f"seed for env 0: expected a non-negative int or None, got {seed!r}")
+        return list(range(int(seed), int(seed) + n))  # all valid: no per-env check (10**6 envs)
+    seeds: list[Any]
+    if isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
         if len(seed) != n:
             raise ConfigError(f"seed: expected {n} seeds (one per env), got {len(seed)}")
         seeds = list(seed)
@@ -103,6 +106,29 @@ def reset_mask_ids(mask: Any, n: int) -> np.ndarray:
             f"got reset_mask={mask}; nothing was reset"
         )
     return np.flatnonzero(mask)
+
+
+def env_ids_of(env_id: Any, n: int) -> np.ndarray:
+    """Env ids a caller chose (an int or a 1-d sequence of ints in ``[0, n)``, each once), as
+    a fresh int64 array: executors may rely on ids not changing.
+
+    Examples:
+        >>> env_ids_of([2, 0], 3).tolist(), env_ids_of(1, 3).tolist()
+        ([2, 0], [1])
+        >>> env_ids_of([0.7], 3)
+        Traceback (most recent call last):
+        envhive.errors.ConfigError: env_id: expected a 1-d array of int env ids, got [0.7]
+    """
+    ids = np.asarray(env_id)
+    if ids.ndim == 0:
+        ids = ids.reshape(1)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise ConfigError(f"env_id: expected a 1-d array of int env ids, got {env_id!r}")
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise ConfigError(f"env_id: expected ids in [0, {n}), got {ids.tolist()}")
+    if np.unique(ids).size != ids.size:
+        raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
+    return ids.astype(np.int64)
 
 
 def _is_number(x: Any) -> bool:

@@ -33,12 +33,13 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._extras import require
+from envhive._memory import check_fits, size_text
 from envhive._spaces import Codec, Tree, codec_for, tree_map
-from envhive.errors import ConfigError
+from envhive.errors import ActionError, ConfigError
 
 __all__ = [
     "BufferSpec", "Buffers", "as_index", "NAMESPACES", "INPUT_FIELDS", "OUTPUT_FIELDS",
-    "clone_tree", "is_tensor", "put_rows", "same_device",
+    "clone_tree", "is_tensor", "put_rows", "same_device", "tensor_values",
 ]
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
@@ -62,6 +63,44 @@ def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 def is_tensor(a: Any) -> bool:
     """Whether ``a`` is a torch tensor (without importing torch)."""
     return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+
+
+def tensor_values(t: Any, keep_device: bool = False) -> Any:
+    """A tensor of actions as numpy on the host: what a policy hands over, made readable.
+
+    Gradients are dropped; a sparse or quantized tensor is made dense; bfloat16 (numpy has
+    no such type) becomes float32, which holds every bfloat16 exactly; a conjugate or
+    negative view is resolved. A ``meta`` tensor has no values and is refused. With
+    ``keep_device``: the same, but a (strided) tensor left on its device, for a pool whose
+    buffers live there (bfloat16 then stays: ``copy_`` converts it).
+
+    Examples:
+        >>> import torch
+        >>> tensor_values(torch.tensor([0.5, 1.5], dtype=torch.bfloat16)).dtype
+        dtype('float32')
+        >>> tensor_values(torch.tensor([0, 1]).to_sparse()).tolist()
+        [0, 1]
+    """
+    import torch  # a tensor exists, so torch is already imported
+
+    if t.device.type == "meta":
+        raise ActionError(
+            "actions: expected a tensor with values (on the CPU or an accelerator), got a tensor "
+            "on the 'meta' device, which holds none; nothing was stepped"
+        )
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.dequantize()
+    if keep_device:
+        return t
+    t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t.numpy()
 
 
 def clone_tree(tree: Tree) -> Tree:
@@ -196,6 +235,25 @@ class BufferSpec:
             codecs.extend([codec_for(self.observation_space), codec_for(self.action_space)])
         return codecs[k]
 
+    def bytes_per_env(self) -> int:
+        """Host bytes one env's row takes in every array :meth:`Buffers.allocate` makes
+        (an object leaf: its 8-byte pointer; the objects themselves are the env's).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> BufferSpec(10**9, spaces.Box(-1, 1, (4,)), spaces.Discrete(2)).bytes_per_env()
+            44
+        """
+        sizes: list[int] = []
+
+        def count(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            sizes.append(int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize)
+            return np.zeros((1, *shape[1:]), dtype)
+
+        one = replace(self, num_envs=1, namespace="numpy", device=None, resident=False, _codecs=[])
+        Buffers.allocate(one, count, check=False)
+        return sum(sizes)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_codecs"] = []  # rebuilt where unpickled
@@ -241,13 +299,19 @@ class Buffers:
     device_flags: Any = None
 
     @classmethod
-    def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros) -> Buffers:
+    def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros, check: bool = True) -> Buffers:
         """Allocate every array of ``spec`` with ``alloc`` (numpy or shared memory).
 
         The order of ``alloc`` calls is fixed, so a worker calling this with an allocator that
-        maps the parent's segments in order rebuilds the identical layout.
+        maps the parent's segments in order rebuilds the identical layout (with
+        ``check=False``: it maps memory already taken). Otherwise buffers that would not fit
+        in the memory available are refused first, with a
+        :class:`~envhive.errors.ResourceError` saying how much they need.
         """
         n, obs_codec, act_codec = spec.num_envs, spec.obs_codec, spec.act_codec
+        if check and not spec.resident:
+            per_env = spec.bytes_per_env()
+            check_fits(n * per_env, f"the pool's buffers for {n:,} envs ({size_text(per_env)} per env)", per_env)
         if spec.resident:
             return cls._allocate_resident(spec, alloc)
         return cls(
@@ -312,6 +376,29 @@ class Buffers:
         else:
             self.seeds[row] = 0 if seed is None else seed
             if self.big_seeds:
+                self.big_seeds.pop(row, None)
+
+    def put_seeds(self, rows: list[int], seeds: list[int | None]) -> None:
+        """:meth:`put_seed` for each of ``rows``; one numpy write when every seed is an int
+        that fits the column (the common case: a pool of 10**6 envs seeded at once).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(3, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.put_seeds([0, 2], [5, 2**70]); b.put_seeds([1], [9])
+            >>> [b.seed_of(r) for r in range(3)] == [5, 9, 2**70]
+            True
+        """
+        try:
+            column = np.array(seeds, dtype=np.int64)  # None or a big seed: one by one
+        except (TypeError, ValueError, OverflowError):
+            for row, seed in zip(rows, seeds):
+                self.put_seed(row, seed)
+            return
+        self.seeds[rows] = column
+        self.has_seed[rows] = True
+        if self.big_seeds:
+            for row in rows:
                 self.big_seeds.pop(row, None)
 
     def seed_of(self, row: int) -> int | None:

@@ -11,6 +11,7 @@ import numpy as np
 from envhive._arguments import check_observation_mode
 from envhive._autoreset import parse_autoreset
 from envhive._extras import require
+from envhive._memory import check_fits
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.engines import NativeFactory
@@ -58,6 +59,11 @@ def _captured_env(fn: Any) -> tuple[str, gym.Env] | None:
         if isinstance(scope.get(name), gym.Env):
             return name, scope[name]
     return None
+
+
+#: What envhive keeps per env whatever the env: a factory slot, the smallest buffer row
+#: (``BufferSpec.bytes_per_env``: 22 B with one-byte spaces) and the pool's per-env records.
+_MIN_BYTES_PER_ENV = 48
 
 
 def _check_factories(factories: Sequence[Any]) -> None:
@@ -332,6 +338,10 @@ def make(
         autoreset = "same_step"
     mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
+    # Refused before anything per env is made (the factories list first of all).
+    check_fits(num_envs * _MIN_BYTES_PER_ENV, f"num_envs={num_envs:,} (at least "
+               f"{_MIN_BYTES_PER_ENV} B per env for envhive's own records, before the envs)",
+               _MIN_BYTES_PER_ENV)
     if num_workers is not None:
         num_workers = _positive_int(num_workers, "num_workers")
     if max_episode_steps is not None:

@@ -37,6 +37,7 @@ from envhive._arguments import (
     action_error,
     check_options,
     check_spaces,
+    env_ids_of,
     normalize_seeds,
     reset_mask_ids,
 )
@@ -49,6 +50,7 @@ from envhive._buffers import (
     is_tensor,
     put_rows,
     same_device,
+    tensor_values,
 )
 from envhive._infos import InfoColumns, engine_columns, patch_reset_rows, split_rows, take_infos
 from envhive._interrupts import deferred_interrupts
@@ -264,18 +266,7 @@ class Pool(Waits):
         raise ResetNeededError(f"env {i} {why}; nothing was stepped")
 
     def _env_ids(self, env_id: Any) -> np.ndarray:
-        if env_id is None:
-            return self._all
-        ids = np.asarray(env_id)
-        if ids.ndim == 0:
-            ids = ids.reshape(1)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise ConfigError(f"env_id: expected a 1-d array of int env ids, got {env_id!r}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise ConfigError(f"env_id: expected ids in [0, {self.num_envs}), got {ids.tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ConfigError(f"env_id: each env may appear once, got {ids.tolist()}")
-        return ids.astype(np.int64)  # a copy: executors may rely on ids not changing
+        return self._all if env_id is None else env_ids_of(env_id, self.num_envs)
 
     def _tensor_actions(self, actions: Any) -> Any:
         """A resident pool's tensor actions for ``step_all``: on the buffers' device, or an
@@ -290,7 +281,7 @@ class Pool(Waits):
 
     def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
         if is_tensor(actions):  # a resident pool's general path validates on the host
-            actions = actions.detach().cpu().numpy()
+            actions = tensor_values(actions)
         batch, err = self._act_codec.validate(actions, ids.size)
         if err is None:
             return batch
@@ -325,8 +316,7 @@ class Pool(Waits):
             else:
                 resets = int(np.count_nonzero(ops == _RESET))
         if seeds is not None:
-            for i, s in zip(ids.tolist(), seeds):
-                b.put_seed(i, s)
+            b.put_seeds(ids.tolist(), seeds)
             self._maybe_seeded = True
         elif resets and self._maybe_seeded:
             # Autoresets take no seed: clear any left from an earlier seeded reset.

@@ -32,9 +32,11 @@
  * the pool's buffers, which is what numpy's ``buf[start:stop] = values`` does when nothing
  * needs converting. Stage 1: each observation must be an exact ``ndarray`` (``ndarray`` is
  * the type) of the buffer row's shape and dtype, C-contiguous; its bytes are copied. Stage 2:
- * rewards must be Python floats or ints (numpy's float64 is a float) and the flags exactly
- * True or False. It returns how many stages it completed; Python does the rest with numpy
- * (which also rewrites any row a stage wrote before stopping, with the same values).
+ * rewards must be Python floats or ints (numpy's float64 is a float), one per env (no agent
+ * axis), and the flags exactly True or False. It returns how many stages it completed; Python
+ * does the rest with numpy, checking each value it writes (which also rewrites any row a stage
+ * wrote before stopping, with the same values): a value of the wrong kind becomes its env's
+ * error there, so this loop never needs to look at one twice.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -214,6 +216,8 @@ write_scalars(Py_ssize_t start, Py_buffer *reward, PyObject *rewards, Py_buffer 
               PyObject *terms, Py_buffer *trunc, PyObject *truncs)
 {
     Py_ssize_t n = PyList_GET_SIZE(rewards);
+    if (reward->ndim != 1)
+        return -1; /* rewards with an agent axis: numpy writes (and checks) them */
     double *r = (double *)reward->buf + start;
     char *te = (char *)term->buf + start, *tr = (char *)trunc->buf + start;
     for (Py_ssize_t k = 0; k < n; k++) {

@@ -32,8 +32,18 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._buffers import Buffers, as_index
+from envhive._memory import check_fits, resident_bytes, size_text
 from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
 from envhive._report import Completion, EnvFactory, env_error, safe_str
+from envhive._results import (
+    batch_fits,
+    check_info,
+    flag_value,
+    reset_pair,
+    result_error,
+    reward_value,
+    step_tuple,
+)
 from envhive._spaces import ArrayCodec, Tree
 from envhive.errors import ConfigError, EnvWorkerError, worker_error_as
 
@@ -110,8 +120,12 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
     """
     envs: list[gym.Env] = []
     seen: dict[int, int] = {}
+    probe = len(factories) >= _PROBE_FROM  # large slices: does the rest fit in memory?
+    rss = 0
     try:
         for k, factory in enumerate(factories):
+            if probe and k in (_PROBE_START, _PROBE_START + _PROBE_ENVS):
+                rss = _check_rest_fits(k, rss, len(factories), first_id)
             env = build_env(factory, first_id + k)
             if id(env) in seen:
                 raise ConfigError(
@@ -129,6 +143,27 @@ def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
                 pass
         raise
     return envs
+
+
+# Python envs show their size only once built: a large slice measures the memory its envs
+# take between the _PROBE_START-th and the next _PROBE_ENVS (after the first envs, which pay
+# for imports and caches) and refuses to build the rest if it cannot fit.
+_PROBE_START, _PROBE_ENVS = 64, 1024
+_PROBE_FROM = 8 * _PROBE_ENVS
+
+
+def _check_rest_fits(k: int, rss: int, total: int, first_id: int) -> int:
+    """At env ``k`` of ``total``: the resident memory now; at the probe's end, a
+    :class:`~envhive.errors.ResourceError` if the envs still to build would not fit."""
+    now = resident_bytes()
+    if now is None or k == _PROBE_START:
+        return now or 0
+    per_env = max(0, now - rss) / _PROBE_ENVS
+    if per_env:
+        check_fits(per_env * (total - k), f"building envs {first_id}..{first_id + total - 1} "
+                   f"(about {size_text(per_env)} per env, measured on {_PROBE_ENVS} of them; "
+                   f"{total - k:,} still to build)", per_env)
+    return now
 
 
 class EnvRunner:
@@ -200,7 +235,24 @@ class EnvRunner:
 
         A list passed as ``env_ids`` must not be changed afterwards: the runner keeps the
         index it made from the last list it was given, to reuse when given it again.
+
+        Nothing an env returns makes this raise: should a returned value defeat the checks
+        (it raises where envhive reads it), every env of the call not yet reported gets an
+        :class:`~envhive.errors.EnvWorkerError` instead, so a worker process never dies of it.
         """
+        try:
+            self._run(env_ids, options, out)
+        except Exception as err:
+            for i in env_ids:
+                out.errors.setdefault(int(i), EnvWorkerError(
+                    f"envhive could not record the result of this env's op: "
+                    f"{type(err).__name__}: {safe_str(err)}",
+                    env_id=int(i), worker_traceback=traceback.format_exc(),
+                    cause_type=type(err).__name__,
+                ))
+
+    def _run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
+        """:meth:`run` without its safety net."""
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
         ids = env_ids if type(env_ids) is list else list(env_ids)
@@ -253,7 +305,7 @@ class EnvRunner:
                 kind = _RAISED if isinstance(got, BaseException) else _RETURNED
             try:
                 if op == _RESET:
-                    obs, info = reset_env(env, b.seed_of(r), options)
+                    obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
                     reward, term, trunc = RESET_REWARD, False, False
                 else:
                     if kind == _NOT_CALLED:
@@ -262,11 +314,15 @@ class EnvRunner:
                         raise got
                     else:
                         result = got
-                    obs, reward, term, trunc, info = result
+                    obs, reward, term, trunc, info = step_tuple(result, "step", i)
+                    if type(term) is not bool or type(trunc) is not bool:
+                        term, trunc = self._flags(term, trunc, i)  # so that resets_in_op can read them
+                    if type(info) is not dict:
+                        check_info(info, "step", i)
                     if op == _STEP_RESET and resets_in_op(op, term, trunc):
                         self._write(b.final_obs, r, obs, "step", i)
                         final_infos[i] = info
-                        obs, info = env.reset()
+                        obs, info = reset_pair(env.reset(), i)
             except EnvWorkerError as err:
                 errors[i] = err
                 continue
@@ -310,33 +366,61 @@ class EnvRunner:
         self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], rewards: list[Any],
         terms: list[Any], truncs: list[Any], out: Completion, with_obs: bool,
     ) -> None:
-        """Write the gathered results of ``ids`` (buffer ``rows``, indexed as ``where``) with numpy."""
+        """Write the gathered results of ``ids`` (buffer ``rows``, indexed as ``where``) with numpy.
+
+        A value that does not fit (a flag that is an array, a reward that is ``None``, an
+        observation of the wrong shape) becomes its env's error; the others are written.
+        """
         b = self.buffers
         assert b is not None
         if len(ids) == 1:
             # One env (the latency case): scalar writes skip the list-to-array conversion.
             r, obs = rows[0], obs_list[0]
+            where = slice(r, r + 1)
             if not with_obs:
                 pass
-            elif type(obs) is np.ndarray and obs.shape == self._obs_shape:
+            elif type(obs) is np.ndarray and obs.shape == self._obs_shape and obs.dtype == b.obs.dtype:
                 b.obs[r] = obs
             else:
                 self._write_obs(r, ids, rows, obs_list, out)
-            try:
-                b.reward[r] = rewards[0]
-            except (TypeError, ValueError):
-                self._bad_rewards(ids, rows, rewards, out)
-            b.terminated[r] = terms[0]
-            b.truncated[r] = truncs[0]
-            return
-        if with_obs:
+            reward, term, trunc = rewards[0], terms[0], truncs[0]
+            if type(term) is bool and type(trunc) is bool and type(reward) is float and b.reward.ndim == 1:
+                b.reward[r], b.terminated[r], b.truncated[r] = reward, term, trunc
+                return
+        elif with_obs:
             self._write_obs(where, ids, rows, obs_list, out)
-        try:
-            b.reward[where] = rewards
-        except (TypeError, ValueError):
-            self._bad_rewards(ids, rows, rewards, out)
-        b.terminated[where] = terms
-        b.truncated[where] = truncs
+        for field, buf, values in (("reward", b.reward, rewards), ("terminated", b.terminated, terms),
+                                   ("truncated", b.truncated, truncs)):
+            batch = batch_fits(values, buf)
+            buf[where] = batch if batch is not None else self._checked(field, buf, ids, values, out)
+
+    def _checked(
+        self, field: str, buf: np.ndarray, ids: list[int], values: list[Any], out: Completion
+    ) -> list[Any]:
+        """``values`` with each env's checked on its own; a bad one becomes that env's error
+        (naming ``field``) and is written as 0/False, a row the pool will not hand out."""
+        flags = buf.dtype == np.bool_
+        shape = buf.shape[1:]
+        good: list[Any] = []
+        for i, value in zip(ids, values):
+            fixed = flag_value(value) if flags else reward_value(value, shape)
+            if fixed is None:
+                fixed = False if flags else np.zeros(shape)
+                expected = ("a bool (True/False, numpy.bool_, or 0/1)" if flags
+                            else f"a real number of shape {shape}" if shape else "a real number")
+                out.errors.setdefault(i, result_error("step", field, value, expected, i))
+            good.append(fixed)
+        return good
+
+    def _flags(self, term: Any, trunc: Any, env_id: int) -> tuple[bool, bool]:
+        """A step's flags as bools (off the fast path); a flag that is not one is the env's error."""
+        flags = []
+        for field, value in (("terminated", term), ("truncated", trunc)):
+            flag = flag_value(value)
+            if flag is None:
+                raise result_error("step", field, value, "a bool (True/False, numpy.bool_, or 0/1)", env_id)
+            flags.append(flag)
+        return flags[0], flags[1]
 
     def _write_obs(
         self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], out: Completion
@@ -350,7 +434,7 @@ class EnvRunner:
             # (the same values the per-env writes would store); anything else goes per env.
             try:
                 batch = np.asarray(obs_list)
-            except (ValueError, TypeError):
+            except Exception:  # ragged or unreadable: written (and blamed) env by env
                 batch = None
             if batch is not None and batch.dtype == buf.dtype and batch.shape == (len(ids), *shape):
                 buf[where] = batch
@@ -359,26 +443,14 @@ class EnvRunner:
             try:
                 self._write(buf, r, obs, "reset" if b.ops[r] == _RESET else "step", i)
             except EnvWorkerError as err:
-                out.errors[i] = err
-
-    def _bad_rewards(self, ids: list[int], rows: list[int], rewards: list[Any], out: Completion) -> None:
-        b = self.buffers
-        assert b is not None
-        for i, r, reward in zip(ids, rows, rewards):
-            try:
-                b.reward[r] = reward
-            except (TypeError, ValueError):
-                out.errors[i] = EnvWorkerError(
-                    f"step() returned reward {reward!r}, expected a real number", env_id=i,
-                    cause_type="RewardError",
-                )
+                out.errors.setdefault(i, err)
 
     def _write(self, buf: Tree, row: int, obs: Any, where: str, env_id: int) -> None:
         b = self.buffers
         assert b is not None
         try:
             b.obs_codec.write(buf, row, obs)
-        except (ValueError, TypeError) as err:
+        except Exception as err:  # whatever the env returned, it is that env's error
             raise EnvWorkerError(
                 f"{where}() returned an observation that does not fit the observation space "
                 f"{b.obs_codec.space}: {err}",

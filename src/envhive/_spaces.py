@@ -131,6 +131,10 @@ class ArrayCodec(Codec):
         arr = value if type(value) is np.ndarray else np.asarray(value)
         if arr.shape != self.shape:
             raise ValueError(f"expected shape {self.shape} for {self.space}, got {arr.shape}")
+        if arr.dtype != self.dtype and not np.can_cast(arr.dtype, self.dtype, "same_kind"):
+            # What gymnasium's concatenate (np.stack with out=) refuses: floats into an
+            # integer space, objects, strings; a silent cast would hide the env's bug.
+            raise ValueError(f"expected dtype {self.dtype} for {self.space}, got {arr.dtype}")
         buf[i] = arr
 
     def read(self, buf: np.ndarray, i: int) -> Any:

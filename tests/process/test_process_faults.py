@@ -490,3 +490,27 @@ def test_arrays_handed_out_stay_valid_after_close():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok")
+
+
+def test_step_timeout_stops_the_hung_worker_before_shutting_down(monkeypatch):
+    """The StepTimeoutError came after 3x step_timeout in raise mode: the shutdown first waited
+    (2 s) for the hung worker to heed CLOSE, which it never does. The hung worker must already
+    be stopped when the shutdown begins (no timing here: what the shutdown finds)."""
+    from envhive.executors import _handles
+
+    found: list[list[bool]] = []
+    shutdown = _handles.Shutdown.__call__
+
+    def spy(self):
+        found.append([wk.proc is not None and wk.proc.is_alive() for wk in self.workers])
+        shutdown(self)
+
+    monkeypatch.setattr(_handles.Shutdown, "__call__", spy)
+    ex = ProcessExecutor(2, step_timeout=0.5)
+    env = envhive.make(flaky_factories(4, bad=3, fail_at=2, hang=True), executor=ex)
+    env.reset(seed=0)
+    env.step(np.zeros(4, np.int64))
+    with pytest.raises(envhive.StepTimeoutError):
+        env.step(np.zeros(4, np.int64))
+    assert found and found[0] == [True, False], f"alive at shutdown (worker 0, hung worker 1): {found[0]}"
+    env.close()

@@ -27,6 +27,14 @@ Where: ``$ENVHIVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envhive``, else ``~/.cache
 ``ENVHIVE_CACHE=0`` turns caching off; an unwritable directory does too (silently: the code
 then compiles in each process, as before).
 
+Safety: numba's index files are pickles, and loading a pickle runs code. So the directory
+must be private: envhive creates it (and its ``numba-<hash>`` directory) with mode 0o700,
+and refuses one that is owned by another user, writable by others (or by a group other than
+the user's private group), or reached through a directory others can write to without the
+sticky bit (a shared ``/tmp`` is fine, a world-writable home is not). It then warns, naming
+the directory and why, and uses a private one instead: ``<tempdir>/envhive-<uid>`` if that is
+safe, else a fresh directory for this process only.
+
 Examples:
     >>> import numpy as np
     >>> @jit(nogil=True)
@@ -85,14 +93,43 @@ def source_hash(root: pathlib.Path = _PACKAGE, parts: tuple[str, ...] = _COMPILE
 
 
 def cache_dir() -> pathlib.Path | None:
-    """Where compiled code is cached (``None``: caching is off)."""
+    """Where compiled code is cached (``None``: caching is off, or no directory is usable).
+
+    The configured directory when it is safe to load code from (see the module docstring),
+    else, with a warning, a private fallback.
+    """
     if os.environ.get("ENVHIVE_CACHE", "1") == "0":
         return None
     root = os.environ.get("ENVHIVE_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(xdg, "envhive")
-    return pathlib.Path(root) / f"numba-{_HASH}"
+    return private_cache_dir(pathlib.Path(root), f"numba-{_HASH}")
+
+
+def private_cache_dir(root: pathlib.Path, name: str) -> pathlib.Path | None:
+    """``root / name``, made if missing (mode 0o700), when no one else can write to it; else a
+    private fallback, with a warning that says why; ``None`` when nothing can be made."""
+    import tempfile
+    import warnings
+
+    from envhive.engines._private_dir import private_dir
+
+    path, reason = private_dir(root, name)
+    if reason is None:
+        return path  # private, or not creatable (then compile per process, silently)
+    fallback, _ = private_dir(pathlib.Path(tempfile.gettempdir()) / f"envhive-{os.getuid()}", name)
+    if fallback is None:  # taken by someone else: a directory for this process only
+        fallback = pathlib.Path(tempfile.mkdtemp(prefix="envhive-cache-")) / name
+        fallback.mkdir(mode=0o700)
+    warnings.warn(
+        f"envhive: not loading compiled code from {root / name} ({reason}). The cache's files "
+        "are pickles, which run code when loaded, so whoever can write there could run code "
+        f"in this process. Using {fallback} instead; to use the cache, make the directory "
+        "yours and private (chmod 700), or point ENVHIVE_CACHE_DIR at one that is.",
+        UserWarning, stacklevel=3,
+    )
+    return fallback
 
 
 _HASH = source_hash()

@@ -649,6 +649,8 @@ class ProcessExecutor(Executor):
                 )
             self._restart(wk)
             return
+        if how == "hung":  # stop it now: it never heeds CLOSE, and close() would wait 2 s for it
+            stop_process(wk.proc)
         self.close()
         raise error(
             f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) {what}; the executor was shut down. "

@@ -227,7 +227,7 @@ def _serve(
     num_workers, spec, buffer_specs, ctrl_specs = payload
     try:
         ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
-        core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs)))
+        core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs), check=False))
     except BaseException as err:
         if isinstance(err, OSError):
             err = resource_error(err, f"worker {w} mapping the pool's shared memory")

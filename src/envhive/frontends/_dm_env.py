@@ -36,6 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from envhive._arguments import env_ids_of
 from envhive._batch import LAST, Batch
 from envhive._extras import require
 from envhive._pool import Pool
@@ -132,7 +133,7 @@ class DmEnv:
         if env_ids is None:
             return self._timestep(self._pool.reset(seed=seed))
         mask = np.zeros(self.num_envs, np.bool_)
-        mask[np.asarray(env_ids, dtype=np.int64)] = True
+        mask[env_ids_of(env_ids, self.num_envs)] = True  # checked as send() checks them
         batch = self._pool.reset(seed=seed, options={"reset_mask": mask})
         rows = np.flatnonzero(mask)
         return self._timestep(Batch(

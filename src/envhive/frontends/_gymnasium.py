@@ -230,9 +230,11 @@ class VectorEnv(GymVectorEnv):
         """Each env's ``render()``, in env order."""
         return self._pool.call("render")
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call method ``name`` on each env (or read it, if it is not callable)."""
-        return self._pool.call(name, args, kwargs)
+    def call(self, name: str, *args: Any, env_ids: Any = None, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` on each env (or read it, if it is not callable), with ``args``
+        and ``kwargs``; ``env_ids`` (envhive's, as for :meth:`get_attr`, never passed to the
+        method) calls only those envs, results in their order."""
+        return self._pool.call(name, args, kwargs, env_ids=env_ids)
 
     def get_attr(self, name: str, env_ids: Any = None) -> tuple[Any, ...]:
         """Read attribute ``name`` from each env (or from ``env_ids``, in that order)."""

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from envhive._buffers import tensor_values
 from envhive._extras import require
 from envhive._spaces import Tree, tree_map
 from envhive.errors import ConfigError
@@ -125,10 +126,12 @@ class TorchArrays:
 
     # -- actions -------------------------------------------------------------------------
     def actions(self, actions: Any) -> Any:
-        """Actions as numpy: tensors (any device; trees of them) cross to the host once."""
+        """Actions as numpy: tensors (any device; trees of them) cross to the host once, as
+        :func:`~envhive._buffers.tensor_values` makes them (bfloat16 as float32, sparse made
+        dense, ``meta`` refused)."""
         torch = self.torch
         if isinstance(actions, torch.Tensor):
-            return actions.detach() if self.keep_tensor_actions else actions.detach().cpu().numpy()
+            return tensor_values(actions, keep_device=self.keep_tensor_actions)
         if isinstance(actions, (dict, tuple)):
             return tree_map(self.actions, actions)
         return actions

@@ -77,9 +77,7 @@ class KernelEngine:
         ids = refuse_reset_options(ids, b.ops, options, out, "envhive kernels")
         _, reset_ids = split_ops(ids, b.ops)
         if reset_ids.size:
-            for i, seed in zip(reset_ids.tolist(), reset_seeds(b, reset_ids)):
-                if seed is not None:
-                    k.seed(i, seed)
+            k.seed_many(reset_ids, reset_seeds(b, reset_ids))  # all at once (compiled)
             k.restock(reset_ids.tolist())  # envs reset for the first time have no stock yet
         if ids.size:
             _, low, _ = self._drive(ids, b.actions, self._table, False)

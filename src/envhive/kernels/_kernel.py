@@ -33,15 +33,26 @@ import numba
 import numpy as np
 from gymnasium.utils import seeding
 
+from envhive._buffers import BufferSpec
+from envhive._memory import check_fits, size_text
 from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.engines._jit import jit
 from envhive.errors import ConfigError, UnexpectedKeywordError
+from envhive.kernels._rng import MAX_SEED, entropy_words, fill_uniform, generator_of, seed_words
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
 #: Resets drawn ahead per env (one Python call per env every ``STOCK`` episodes).
 STOCK = 32
+#: The same for a large pool whose generators are compiled (``uniform_bounds``): a refill is
+#: then one compiled call for every env that ran out, and a deep stock would only cost memory
+#: (1 KB per CartPole env at 32) and the time to touch it.
+_LARGE_POOL, _LARGE_POOL_STOCK = 2**16, 8
+#: One env's ``numpy.random.Generator`` (~860 B with tracemalloc, numpy 2.4: gymnasium's
+#: per-env generator, kept for exact seeding) and its Python records; with the arrays, a
+#: seeded CartPole pool measured ~2.15 KB per env of resident memory after its first step.
+_GENERATOR_BYTES = 1050
 
 Driver = Callable[..., tuple[int, int, int]]
 
@@ -212,6 +223,10 @@ class Kernel:
     default_max_episode_steps: ClassVar[int] = 0
     defaults: ClassVar[dict[str, Any]] = {}
     param_names: ClassVar[tuple[str, ...]] = ()
+    #: ``(low, high, to_float32)`` when :meth:`draw` is ``rng.uniform(low, high, size=(count,
+    #: noise_dim))`` (then ``.astype(np.float32)`` if ``to_float32``): generators and stocks
+    #: are then made compiled (kernels/_rng.py), bit for bit; ``None``: in Python, per env.
+    uniform_bounds: ClassVar[tuple[tuple[float, ...], tuple[float, ...], bool] | None] = None
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     _driver: ClassVar[Driver | None] = None
 
@@ -233,13 +248,31 @@ class Kernel:
         self.num_envs = n = int(num_envs)
         self.params = self.pack_params(self.config)
         self.observation_space, self.action_space = self.spaces(self.config)
+        large = n >= _LARGE_POOL and self.uniform_bounds is not None
+        self.stock = _LARGE_POOL_STOCK if large else STOCK  # resets drawn ahead per env
+        per_env = self.bytes_per_env() + BufferSpec(1, self.observation_space, self.action_space).bytes_per_env()
+        check_fits(n * per_env, f"{self.id} x {n:,} ({size_text(per_env)} per env: state, "
+                   f"{self.stock} resets drawn ahead, a generator, the pool's buffers)", per_env)
         self.state = np.zeros((n, self.state_dim), np.float64)
         self.elapsed = np.zeros(n, np.int64)
-        self.noise = np.zeros((n, STOCK, self.noise_dim), np.float64)
+        self.noise = np.zeros((n, self.stock, self.noise_dim), np.float64)
         # Generators and stocks are made on first need (restock), not here: a pool seeded at
         # its first reset would throw away n entropy-seeded generators (each costly to make).
-        self.noise_pos = np.full(n, STOCK, np.int64)
+        self.noise_pos = np.full(n, self.stock, np.int64)
         self._rngs: list[np.random.Generator | None] = [None] * n
+        # Families whose draw is one Generator.uniform call keep each env's generator as four
+        # words (kernels/_rng.py: seeded, drawn from, compiled, bit for bit); ``_in_words``
+        # says whose generator lives there rather than in ``_rngs``.
+        self._words = np.zeros((n, 4), np.uint64)
+        self._in_words = np.zeros(n, np.bool_)
+        self._has_rng = np.zeros(n, np.bool_)
+
+    def bytes_per_env(self) -> int:
+        """Host bytes one env of this kernel holds once reset: its state row, time step, stock
+        of draws and position, and its generator (four words and three flags when compiled,
+        else a numpy generator: ``_GENERATOR_BYTES``)."""
+        rng = 32 + 3 + 8 if self.uniform_bounds is not None else _GENERATOR_BYTES
+        return 8 * (self.state_dim + 1 + self.stock * self.noise_dim + 1) + rng
 
     # ------------------------------------------------------------------ family hooks
     @classmethod
@@ -295,10 +328,47 @@ class Kernel:
     def seed(self, i: int, seed: int | None) -> None:
         """Give env ``i`` a new generator, as ``Env.reset(seed=seed)`` does."""
         self._rngs[i] = seeding.np_random(seed)[0]
+        self._in_words[i], self._has_rng[i] = False, True
         self._refill(i)
 
+    def seed_many(self, ids: np.ndarray, seeds: list[int | None]) -> None:
+        """:meth:`seed` for each env of ``ids`` whose seed (``seeds[k]``) is not ``None``, in
+        one compiled call when the family's draw allows (``uniform_bounds``; a seed beyond
+        2**64 - 1 takes numpy's path)."""
+        picked = [(i, seed) for i, seed in zip(ids.tolist(), seeds) if seed is not None]
+        if not picked:
+            return
+        compiled = self.uniform_bounds is not None
+        fast = [(i, seed) for i, seed in picked if compiled and seed <= MAX_SEED]
+        for i, seed in picked:
+            if not (compiled and seed <= MAX_SEED):
+                self.seed(i, seed)
+        if fast:
+            rows = np.array([i for i, _ in fast], np.int64)
+            words = np.empty((rows.size, 4), np.uint64)
+            seed_words(np.array([seed for _, seed in fast], np.uint64), words)
+            self._words[rows] = words
+            self._to_words(rows)
+
+    def _to_words(self, ids: np.ndarray) -> None:
+        """Envs ``ids`` (generators just written to ``_words``) draw their stock from them."""
+        self._in_words[ids] = self._has_rng[ids] = True
+        rngs = self._rngs
+        for i in ids.tolist():
+            rngs[i] = None
+        self._fill_words(ids)
+
+    def _fill_words(self, ids: np.ndarray) -> None:
+        assert self.uniform_bounds is not None
+        low, high, to_f32 = self.uniform_bounds
+        fill_uniform(self._words, ids, ids, np.array(low), np.array(high), to_f32, self.noise, self.stock)
+        self.noise_pos[ids] = 0
+
     def _refill(self, i: int) -> None:
-        self.noise[i] = self.draw(self.rng(i), STOCK)
+        if self._in_words[i]:
+            self._fill_words(np.array([i], np.int64))
+            return
+        self.noise[i] = self.draw(self.rng(i), self.stock)
         self.noise_pos[i] = 0
 
     def restock(self, ids: list[int] | None = None) -> None:
@@ -310,19 +380,39 @@ class Kernel:
         """
         if ids is None:
             # Envs with no generator were never reset: stocked at their first reset instead.
-            rngs = self._rngs
-            empty = [i for i in np.flatnonzero(self.noise_pos >= STOCK).tolist() if rngs[i] is not None]
+            empty = np.flatnonzero((self.noise_pos >= self.stock) & self._has_rng)
         else:
-            empty = [i for i in ids if self.noise_pos[i] >= STOCK]
-        for i in empty:
+            rows = np.asarray(ids, np.int64)
+            empty = rows[self.noise_pos[rows] >= self.stock]
+            fresh = empty[~self._has_rng[empty]]
+            if fresh.size and self.uniform_bounds is not None:
+                # First resets without a seed: generators from fresh OS entropy, as
+                # SeedSequence() makes them, all at once.
+                words = np.empty((fresh.size, 4), np.uint64)
+                entropy_words(words)
+                self._words[fresh] = words
+                self._to_words(fresh)
+                empty = empty[self.noise_pos[empty] >= self.stock]
+        if not empty.size:
+            return
+        in_words = self._in_words[empty]
+        if in_words.any():
+            self._fill_words(empty[in_words])
+        for i in empty[~in_words].tolist():
             self._refill(i)
 
     def rng(self, i: int) -> np.random.Generator:
-        """Env ``i``'s generator (its state is ``STOCK`` resets ahead of use, at most).
+        """Env ``i``'s generator (its state is ``self.stock`` resets ahead of use, at most).
 
         An env never seeded gets one from fresh entropy, as gymnasium's ``Env.np_random``.
         """
         rng = self._rngs[i]
-        if rng is None:
+        if rng is None and self._in_words[i]:
+            # Asked for as an object (call("np_random"), a family without uniform_bounds):
+            # made in exactly the words' state; the env draws in Python from then on.
+            rng = self._rngs[i] = generator_of(self._words[i])
+            self._in_words[i] = False
+        elif rng is None:
             rng = self._rngs[i] = seeding.np_random(None)[0]
+            self._has_rng[i] = True
         return rng

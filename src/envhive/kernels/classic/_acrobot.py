@@ -177,6 +177,7 @@ class AcrobotKernel(Kernel):
     gym_id = "Acrobot-v1"
     state_dim = 4
     noise_dim = 4
+    uniform_bounds = ((-0.1,) * 4, (0.1,) * 4, True)  # draw() below, compiled
     default_max_episode_steps = 500
     defaults = {"book_or_nips": "book"}
     param_names = PARAMS

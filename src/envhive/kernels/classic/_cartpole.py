@@ -84,6 +84,7 @@ class CartPoleKernel(Kernel):
     gym_id = "CartPole-v1"
     state_dim = 4
     noise_dim = 4
+    uniform_bounds = ((-0.05,) * 4, (0.05,) * 4, False)  # draw() below, compiled
     default_max_episode_steps = 500
     defaults = {"sutton_barto_reward": False}
     param_names = PARAMS

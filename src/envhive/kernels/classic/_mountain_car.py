@@ -116,6 +116,7 @@ class MountainCarKernel(Kernel):
     gym_id = "MountainCar-v0"
     state_dim = 2
     noise_dim = 1
+    uniform_bounds = ((_RESET_LOW,), (_RESET_HIGH,), False)  # draw() below, compiled
     default_max_episode_steps = 200
     defaults = {"goal_velocity": 0}
     param_names = PARAMS
@@ -236,6 +237,7 @@ class MountainCarContinuousKernel(Kernel):
     gym_id = "MountainCarContinuous-v0"
     state_dim = 3
     noise_dim = 1
+    uniform_bounds = ((_RESET_LOW,), (_RESET_HIGH,), False)  # draw() below, compiled
     default_max_episode_steps = 999
     defaults = {"goal_velocity": 0}
     param_names = PARAMS

@@ -113,6 +113,7 @@ class PendulumKernel(Kernel):
     gym_id = "Pendulum-v1"
     state_dim = 2
     noise_dim = 2
+    uniform_bounds = ((-_DEFAULT_X, -_DEFAULT_Y), (_DEFAULT_X, _DEFAULT_Y), False)  # draw(), compiled
     default_max_episode_steps = 200
     defaults = {"g": 10.0}
     param_names = PARAMS
