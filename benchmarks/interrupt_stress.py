@@ -275,13 +275,15 @@ def _loop_trial(fe: FrontEnd, op: str, trial: int, want: np.ndarray, rng: random
     if not fe.native:
         fe.pool.set_attr("nap_p", 0.25 * (trial % 2))
     fe.transcript()
-    timer = sigint_after(rng.uniform(0.0, max_delay))
-    try:
+    timer = None
+    try:  # the timer starts inside: a SIGINT after ~0 s lands in this try too
+        timer = sigint_after(rng.uniform(0.0, max_delay))
         getattr(fe, f"loop_{op}")()
     except KeyboardInterrupt:
         cell["interrupts"] += 1
     finally:
-        timer.join()
+        if timer is not None:
+            timer.join()
     got = fe.transcript()
     if got.shape != want.shape or not np.array_equal(got, want):
         raise AssertionError(f"after the interrupt: {got.tolist()} != {want.tolist()}")
@@ -301,15 +303,18 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     fe.seeded_reset()
     pids = fe.pool.executor.worker_pids() if executor == "process" else []
     fe.pool.send(fe.zeros)  # in flight while the pool closes
-    timer = sigint_after(rng.uniform(0.0, max_delay / 5))
+    timer = None
     closed = False
     try:
+        timer = sigint_after(rng.uniform(0.0, max_delay / 5))
         fe.env.close()
         closed = True
         time.sleep(max_delay / 5)  # the signal lands after the close, at worst
     except KeyboardInterrupt:
         cell["landed_after" if closed else "interrupts"] += 1
-    timer.join()
+    finally:
+        if timer is not None:
+            timer.join()
     fe.env.close()  # the user closes again
     left = {"segments": own_segments(), "processes": [p for p in pids if alive(p)],
             "threads": worker_threads()}

@@ -293,28 +293,35 @@ def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
     env.close()
 
 
-@pytest.mark.parametrize("trial", range(4))
-def test_ctrl_c_during_a_process_pool_close(trial):
+@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize("name", ["process", "thread2"])
+def test_ctrl_c_during_a_close(name, trial):
     """Item 4: a SIGINT inside close() (its workers still busy with a slow step) left every
-    segment in /dev/shm, and a second close() or garbage collection did not remove them."""
+    segment of a process pool in /dev/shm (a thread pool: a thread and its envs), and a second
+    close() or garbage collection did not remove them."""
     rng = random.Random(trial)
-    fns = [functools.partial(SlowEnv, i, hold=0.4) for i in range(4)]
-    env = envhive.make(fns, executor=ProcessExecutor(2), batch_size=2)
+    env = make(name, hold=0.4, batch_size=2)
     env.reset(seed=0)
-    pids = env.pool.executor.worker_pids()
+    ex = env.pool.executor
+    pids = ex.worker_pids() if name == "process" else []
+    threads = [sl.thread for sl in ex._state.slices] if name == "thread2" else []
     env.send(np.zeros(4, np.int64))  # the workers are inside a 0.4 s step while close waits
     with Watchdog(15.0, "close() cut short"):
-        timer = sigint_after(rng.uniform(0.0, 0.15))
+        timer = None
         try:
+            timer = sigint_after(rng.uniform(0.0, 0.15))
             env.close()
             time.sleep(0.3)  # the signal lands after close, at worst
         except KeyboardInterrupt:
             pass
-        timer.join()
+        finally:
+            if timer is not None:
+                timer.join()
         env.close()
     gc.collect()
     assert own_segments() == []
-    assert not [p for p in pids if os.path.exists(f"/proc/{p}") and _alive(p)]
+    assert not [p for p in pids if _alive(p)]
+    assert not [t for t in threads if t.is_alive()]
 
 
 def _alive(pid: int) -> bool:
