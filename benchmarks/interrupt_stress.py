@@ -225,8 +225,8 @@ def alive(pid: int) -> bool:
         return False
 
 
-def worker_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("envhive-thread")]
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("envhive-thread")]
 
 
 def sigint_after(seconds: float) -> threading.Timer:
@@ -241,8 +241,14 @@ def run_cell(executor: str, op: str, api: str, trials: int, rng: random.Random,
     native = executor == "native"
     fresh = FrontEnd(build(executor, api), api, native)
     want = fresh.transcript()
+    fresh.pool.send(fresh.zeros)
+    t0 = time.perf_counter()
     fresh.env.close()
-    cell = {"executor": executor, "op": op, "api": api, "interrupts": 0, "landed_after": 0,
+    # How long a close with work in flight takes here: the close trials' SIGINTs come within
+    # 1.5 times that (a fixed range would land almost always after a fast close).
+    close_s = time.perf_counter() - t0
+    cell = {"executor": executor, "op": op, "api": api, "close_s": round(close_s, 5),
+            "interrupts": 0, "landed_after": 0,
             "hangs": 0, "wrong": 0, "errors": []}
     fe = None if op == "close" else FrontEnd(build(executor, api), api, native)
     for trial in range(trials):
@@ -250,7 +256,7 @@ def run_cell(executor: str, op: str, api: str, trials: int, rng: random.Random,
         with dog:
             try:
                 if op == "close":
-                    _close_trial(executor, api, rng, cell, max_delay)
+                    _close_trial(executor, api, rng, cell, 1.5 * close_s)
                 else:
                     assert fe is not None
                     _loop_trial(fe, op, trial, want, rng, cell, max_delay)
@@ -298,7 +304,9 @@ def _quietly_close(fe: FrontEnd) -> None:
 
 def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, Any],
                  max_delay: float) -> None:
-    """Ctrl-C during ``close()`` with work in flight; a second close must leave nothing."""
+    """Ctrl-C during ``close()`` with work in flight; a second close must leave nothing (of
+    this trial's pool: what an earlier trial leaked counts there, once)."""
+    segments_before, threads_before = set(own_segments()), set(worker_threads())
     fe = FrontEnd(build(executor, api), api, executor == "native")
     fe.seeded_reset()
     pids = fe.pool.executor.worker_pids() if executor == "process" else []
@@ -306,21 +314,22 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     timer = None
     closed = False
     try:
-        timer = sigint_after(rng.uniform(0.0, max_delay / 5))
+        timer = sigint_after(rng.uniform(0.0, max_delay))
         fe.env.close()
         closed = True
-        time.sleep(max_delay / 5)  # the signal lands after the close, at worst
+        time.sleep(max_delay + 0.01)  # the signal lands after the close, at worst
     except KeyboardInterrupt:
         cell["landed_after" if closed else "interrupts"] += 1
     finally:
         if timer is not None:
             timer.join()
     fe.env.close()  # the user closes again
-    left = {"segments": own_segments(), "processes": [p for p in pids if alive(p)],
-            "threads": worker_threads()}
+    left = {"segments": sorted(set(own_segments()) - segments_before),
+            "processes": [p for p in pids if alive(p)],
+            "threads": sorted(set(worker_threads()) - threads_before)}
     if any(left.values()):
         cell["wrong"] += 1
-        cell["errors"].append(f"left after close: {left}")
+        cell["errors"].append(f"left after close: {({k: len(v) for k, v in left.items()})}")
 
 
 def main() -> int:
