@@ -229,6 +229,28 @@ def worker_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("envhive-thread")]
 
 
+_ENVHIVE_DIR = os.path.dirname(os.path.abspath(envhive.__file__))
+
+
+def settle(pool: Any, err: BaseException) -> None:
+    """Before the check: what a user does after a Ctrl-C that struck *their* code.
+
+    A Ctrl-C inside an envhive call must leave nothing in flight (the contract under test, so
+    nothing is done here). One that struck the script's own code between two calls (an async
+    loop between ``recv`` and ``send``) leaves the envs the script sent in flight, as they
+    should be: the script receives them (``wait``) before its ``reset()``.
+    """
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    inside = tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_ENVHIVE_DIR)
+    if not inside and pool.pending and not pool.closed:
+        try:
+            pool.wait()
+        except envhive.EnvhiveError:
+            pass
+
+
 def sigint_after(seconds: float) -> threading.Timer:
     gc.collect()  # a Ctrl-C inside a finalizer is printed and dropped, not raised
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
@@ -285,8 +307,11 @@ def _loop_trial(fe: FrontEnd, op: str, trial: int, want: np.ndarray, rng: random
     try:  # the timer starts inside: a SIGINT after ~0 s lands in this try too
         timer = sigint_after(rng.uniform(0.0, max_delay))
         getattr(fe, f"loop_{op}")()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         cell["interrupts"] += 1
+        if timer is not None:
+            timer.join()
+        settle(fe.pool, err)
     finally:
         if timer is not None:
             timer.join()

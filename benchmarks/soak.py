@@ -48,6 +48,9 @@ from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor
 from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
 
+sys.path.insert(0, str(Path(__file__).parent))
+from interrupt_stress import settle
+
 
 class SoakEnv(CountingEnv):
     """CountingEnv with a slow step now and then and an oversized info now and then."""
@@ -151,10 +154,11 @@ def one_round(rng: random.Random, stats: dict[str, int], dog: Watchdog, until: f
                 with dog:
                     _do(env, op, n, rng)
                 stats["ops"] += 1
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as err:
                 stats["interrupted"] += 1
                 try:
                     with dog:
+                        settle(env.pool, err)  # a Ctrl-C that struck this script's code
                         _check_reset(env, kind, n, stats)
                 except KeyboardInterrupt:  # its own timer fired late: once more
                     with dog:
@@ -186,7 +190,13 @@ def one_round(rng: random.Random, stats: dict[str, int], dog: Watchdog, until: f
 
 def _check_reset(env: Any, kind: str, n: int, stats: dict[str, int]) -> None:
     """Reset after a fault; a CountingEnv's reset observation is (tag, episode, 0, 0)."""
-    obs, _ = env.reset()
+    try:
+        obs, _ = env.reset()
+    except envhive.PendingCallError as err:  # the pool was left with envs in flight
+        stats["wrong"] += 1
+        print(f"wrong: reset on {kind} raised {err}", file=sys.stderr)
+        env.pool.wait()
+        obs, _ = env.reset()
     if kind != "native" and (obs[:, 0].tolist() != list(range(n)) or obs[:, 2].any()):
         stats["wrong"] += 1
         print(f"wrong reset on {kind}: {obs.tolist()}", file=sys.stderr)
