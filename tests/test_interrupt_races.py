@@ -18,6 +18,7 @@ import gc
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -380,3 +381,33 @@ def test_thread_close_waits_once_for_every_stuck_thread():
         assert len(stuck) == 4
     finally:
         release.set()
+
+
+_EXIT_WITH_STUCK_THREADS = """
+import time, numpy as np, envhive
+from envhive.executors import ThreadExecutor
+from envhive.testing import CountingEnv
+
+class Stuck(CountingEnv):
+    def step(self, action):
+        time.sleep(60)
+
+env = envhive.make([lambda: Stuck(pattern=[(100, "trunc")]) for _ in range(2)],
+                   executor=ThreadExecutor(2), batch_size=2)
+env.reset(seed=0)
+env.send(np.zeros(2, np.int64))
+time.sleep(0.1)
+print("exiting", flush=True)
+"""
+
+
+def test_interpreter_exit_with_stuck_threads_is_bounded():
+    """Item 5, at interpreter exit: the finalizer waited 10 s per thread inside an env call
+    (20 s for 2); now one 2 s deadline. The child must exit within the watchdog's limit."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _EXIT_WITH_STUCK_THREADS],
+                              capture_output=True, text=True, timeout=12)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interpreter did not exit within 12 s with 2 threads stuck in env calls")
+    assert "exiting" in done.stdout, done.stderr
+    assert done.stderr.count("still inside an env call") == 2, done.stderr
