@@ -651,66 +651,38 @@ class Pool(Waits):
         self, env_id: Any = None, seed: Any = None, options: dict[str, Any] | None = None
     ) -> None:
         """Start resetting ``env_id`` (default: all envs); results come from ``recv``."""
-        self._check_open()
-        ids = self._env_ids(env_id)
-        self._check_idle(ids, "async_reset")
-        check_options(options)
-        seeds = self._take_seeds(seed, ids)
+        ids = self._all[:0]
+        dispatched = False
+        # The whole call is guarded, checks included: other envs may be in flight, and a
+        # Ctrl-C anywhere must leave a pool that reset() takes (see _cut_short).
         try:
+            self._check_open()
+            ids = self._env_ids(env_id)
+            self._check_idle(ids, "async_reset")
+            check_options(options)
+            seeds = self._take_seeds(seed, ids)
+            dispatched = True
             self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)
         except BaseException as err:
-            self._cut_short(err, ids, always=True)
+            self._cut_short(err, ids, always=dispatched, sync=False)
             raise
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping ``env_id`` (default: all envs) with ``actions``, one row per env."""
-        self._check_open()
-        ids = self._env_ids(env_id)
-        self._check_idle(ids, "send")
-        batch = self._validated_actions(actions, ids)
-        self._check_steppable(ids)
-        self._put_actions(ids, batch)
-        try:
+        ids = self._all[:0]
+        dispatched = False
+        try:  # guarded whole, as async_reset
+            self._check_open()
+            ids = self._env_ids(env_id)
+            self._check_idle(ids, "send")
+            batch = self._validated_actions(actions, ids)
+            self._check_steppable(ids)
+            self._put_actions(ids, batch)
+            dispatched = True
             self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
         except BaseException as err:
-            self._cut_short(err, ids, always=True)
+            self._cut_short(err, ids, always=dispatched, sync=False)
             raise
-
-    def recv(self) -> Batch:
-        """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
-        self._check_open()
-        k = self.batch_size
-        if len(self._ready) + self._in_flight < k:
-            raise NothingPendingError(
-                f"recv() returns batches of {k} envs but only {self._in_flight} are pending and "
-                f"{len(self._ready)} ready: send() actions or async_reset() first"
-            )
-        if len(self._ready) < k:
-            try:
-                self._collect(k - len(self._ready))
-            except BaseException as err:
-                self._cut_short(err, self._all[:0], sync=False)
-                raise
-        ids = np.array([self._ready.popleft() for _ in range(k)], dtype=np.int64)
-        self._status[ids] = IDLE
-        b = self.buffers
-        infos, finals, has_final = self._take_infos(ids.tolist(), k)
-        final_obs = None
-        if has_final is not None:
-            final_obs = tree_map(lambda a: a[ids], b.final_obs)
-        if self.copy or self.resident:  # resident: indexing gathers into new tensors
-            obs = tree_map(lambda a: a[ids], b.obs)
-            term, trunc = (b.terminated, b.truncated) if b.device_flags is None else b.device_flags
-            return Batch(ids, obs, b.reward[ids], term[ids], trunc[ids], b.ops[ids],
-                         final_obs, has_final, infos, finals)
-        # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
-        take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731
-        obs = tree_map(take, b.obs, self._recv_obs)
-        return Batch(
-            ids, obs, take(b.reward, self._recv_reward), take(b.terminated, self._recv_term),
-            take(b.truncated, self._recv_trunc), take(b.ops, self._recv_ops),
-            final_obs, has_final, infos, finals,
-        )
 
     # ------------------------------------------------------------------ env access
     def call(
@@ -753,11 +725,12 @@ class Pool(Waits):
             self.close()
 
     def close(self) -> None:
-        """Close the executor and every env. Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        self._ready.clear()
-        self._in_flight = 0
-        self.executor.close()
-
+        """Close the executor and every env. Idempotent: a close cut short (Ctrl-C) is
+        finished by the next ``close()``, as the executor's close is."""
+        if not self.closed:
+            self.closed = True
+            self._ready.clear()
+            self._in_flight = 0
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()

@@ -1,9 +1,15 @@
 """How the pool waits for what it sent: part of :class:`~envhive._pool.Pool`, in its own module.
 
-``Waits`` is mixed into ``Pool``: receiving completions until enough envs are ready (``recv``),
-until every env of a sync call is back (``step``, ``reset``), and ``wait``, which receives
-every env in flight at once and returns every env's row in env order, with an optional
-timeout: gymnasium's ``step_wait``/``reset_wait`` on top of ``send``/``async_reset``.
+``Waits`` is mixed into ``Pool``: receiving completions until enough envs are ready and
+handing out the first ``batch_size`` of them (``recv``), until every env of a sync call is back
+(``step``, ``reset``), and ``wait``, which receives every env in flight at once and returns
+every env's row in env order, with an optional timeout: gymnasium's ``step_wait``/
+``reset_wait`` on top of ``send``/``async_reset``.
+
+Interrupts: ``recv`` and ``wait`` take envs off the books (``_ready``, ``_status``) before they
+hand their rows out. A Ctrl-C between the two would lose those rows and leave the books
+half-changed, so everything from the first look at the books to the return is inside one
+``try`` that gives the pool up to ``_cut_short`` (free in CPython 3.11 until it catches).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 
 from envhive._arguments import check_seconds
 from envhive._batch import NO_OP, Batch
+from envhive._spaces import tree_map
 from envhive.errors import NothingPendingError, WaitTimeoutError
 
 if TYPE_CHECKING:
@@ -39,12 +46,20 @@ class Waits:
 
     if TYPE_CHECKING:  # what Pool provides
         num_envs: int
+        batch_size: int
+        copy: bool
+        resident: bool
         buffers: Buffers
         _all: np.ndarray
         _status: np.ndarray
         _in_flight: int
         _ready: collections.deque[int]
         _errors: dict[int, Any]
+        _recv_obs: Any
+        _recv_reward: np.ndarray
+        _recv_ops: np.ndarray
+        _recv_term: np.ndarray
+        _recv_trunc: np.ndarray
         _infos: dict[int, dict[str, Any]]
         _final_infos: dict[int, dict[str, Any]]
 
@@ -96,26 +111,68 @@ class Waits:
                 f"{caller}() called with no env in flight: send() actions or async_reset() first",
                 caller.removesuffix("_wait"),
             )
-        try:
+        try:  # to the return: the books change below (see the module docstring)
             if timeout is None:
                 while self._in_flight:
                     self._absorb(self._recv(self._in_flight))
             else:
                 self._wait_until(time.monotonic() + timeout, timeout, caller)
+            ids = np.flatnonzero(sent)
+            self._status[ids] = IDLE
+            self._ready.clear()
+            if self._errors:  # as in _drain_all: the others' results go with the failed env's
+                self._infos.clear()
+                self._final_infos.clear()
+                self._raise_errors()
+            infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
+            op = np.full(self.num_envs, NO_OP, np.int8)
+            op[ids] = self.buffers.ops[ids]
+            return self._all_rows(infos, finals, has_final, op)
         except BaseException as err:
             self._cut_short(err, self._all[:0], sync=False)
             raise
-        ids = np.flatnonzero(sent)
-        self._status[ids] = IDLE
-        self._ready.clear()
-        if self._errors:  # as in _drain_all: the others' results go with the failed env's
-            self._infos.clear()
-            self._final_infos.clear()
-            self._raise_errors()
-        infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
-        op = np.full(self.num_envs, NO_OP, np.int8)
-        op[ids] = self.buffers.ops[ids]
-        return self._all_rows(infos, finals, has_final, op)
+
+    def recv(self) -> Batch:
+        """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
+        self._check_open()
+        k = self.batch_size
+        if len(self._ready) + self._in_flight < k:
+            raise NothingPendingError(
+                f"recv() returns batches of {k} envs but only {self._in_flight} are pending and "
+                f"{len(self._ready)} ready: send() actions or async_reset() first"
+            )
+        ids = self._all[:0]
+        try:  # to the return: envs taken off _ready must be handed out or given up
+            if len(self._ready) < k:
+                self._collect(k - len(self._ready))
+            ids = np.array([self._ready.popleft() for _ in range(k)], dtype=np.int64)
+            self._status[ids] = IDLE
+            return self._rows_of(ids, k)
+        except BaseException as err:
+            # Rows taken and not handed out are lost with the rest: their envs need a reset.
+            self._cut_short(err, ids, sync=False)
+            raise
+
+    def _rows_of(self, ids: np.ndarray, k: int) -> Batch:
+        """``recv``'s batch: the rows of ``ids`` (copies, or gathered into the recv buffers)."""
+        b = self.buffers
+        infos, finals, has_final = self._take_infos(ids.tolist(), k)
+        final_obs = None
+        if has_final is not None:
+            final_obs = tree_map(lambda a: a[ids], b.final_obs)
+        if self.copy or self.resident:  # resident: indexing gathers into new tensors
+            obs = tree_map(lambda a: a[ids], b.obs)
+            term, trunc = (b.terminated, b.truncated) if b.device_flags is None else b.device_flags
+            return Batch(ids, obs, b.reward[ids], term[ids], trunc[ids], b.ops[ids],
+                         final_obs, has_final, infos, finals)
+        # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
+        take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731
+        obs = tree_map(take, b.obs, self._recv_obs)
+        return Batch(
+            ids, obs, take(b.reward, self._recv_reward), take(b.terminated, self._recv_term),
+            take(b.truncated, self._recv_trunc), take(b.ops, self._recv_ops),
+            final_obs, has_final, infos, finals,
+        )
 
     @property
     def pending(self) -> int:

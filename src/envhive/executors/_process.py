@@ -771,10 +771,10 @@ class ProcessExecutor(Executor):
             self._inline.set_attr(name, [value_of[i] for i in groups[0]], groups[0])
 
     def close(self) -> None:
-        if self._closed:
-            return
         self._closed = True
-        self._finalizer()
+        if self._finalizer.alive:  # Ctrl-C held to the end: a close cut in half leaked for good
+            with deferred_interrupts():
+                self._finalizer()
 
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers, in worker order (for monitoring and tests)."""

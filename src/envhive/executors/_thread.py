@@ -33,12 +33,22 @@ hold back the fast ones it could have returned.
 A slice is run by at most one thread at a time (its own thread or the caller), in send order,
 so an env is never used concurrently. There is no ``step_timeout``: a Python thread cannot be
 interrupted or killed, so a hung env hangs the call that waits for it.
+
+Ctrl-C reaches only the caller, and anywhere: while it waits, between claiming a share and
+running it, just after a finisher woke it. What the caller holds is kept where ``discard``
+(which the pool calls after every interrupt, from the caller's thread) can give it back: the
+slice it claimed (``_State.stolen``: a claim nobody releases would keep that slice's thread
+asleep forever, and the next call waiting for it) and a wake-up token meant for it (taken back
+without blocking: blocking for one already consumed, under the mutex, deadlocked every
+thread). ``close`` holds Ctrl-C until it is done, and waits for the threads against one
+deadline.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -48,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from envhive._buffers import Buffers
+from envhive._interrupts import deferred_interrupts
 from envhive._report import Completion, EnvFactory, EnvProps, env_props, safe_str
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
@@ -64,7 +75,9 @@ from envhive.executors._spawn import resource_error
 __all__ = ["ThreadExecutor"]
 
 _POLL_S = 0.25  # how often a blocked recv checks that the threads it waits on are alive
-_JOIN_TIMEOUT_S = 10.0  # close(): how long to wait for a thread still inside an env call
+#: close(): how long to wait for the threads, all together (as the process executor's close),
+#: when one is still inside an env call; its envs are then left open.
+_JOIN_TIMEOUT_S = 2.0
 
 
 class _Slice:
@@ -105,6 +118,10 @@ class _State:
         self.epoch = 0
         # One slice of the last send whose thread was not woken (see ThreadExecutor.send).
         self.deferred: _Slice | None = None
+        # The slice whose share the caller claimed (busy) to run itself, until it is finished
+        # (cleared in finish). A Ctrl-C between the claim and the finish leaves it set, and
+        # discard releases it: the caller is no longer running it then.
+        self.stolen: _Slice | None = None
 
     # ---------------------------------------------------------------- both sides
     def finish(self, sl: _Slice, out: Completion, epoch: int) -> None:
@@ -112,6 +129,8 @@ class _State:
         taken before the last ``discard`` (an older ``epoch``) is dropped."""
         with self.mu:
             sl.busy = False
+            if self.stolen is sl:  # the caller held the claim, so the caller is finishing
+                self.stolen = None
             if epoch == self.epoch:
                 self.done.append(out)
             if sl.queue and sl.asleep:  # a job was queued while the caller ran a stolen one
@@ -175,15 +194,17 @@ class _State:
             return
         with self.mu:
             self.closing = True
+            self.stolen = None
             for sl in self.slices:
                 sl.queue.clear()  # queued jobs never start; a running one finishes first
                 if sl.asleep:
                     sl.asleep = False
                     sl.wake.release()
+        deadline = time.monotonic() + _JOIN_TIMEOUT_S  # one deadline for every thread
         for sl in self.slices:
             t = sl.thread
             if t is not None and t.is_alive():
-                t.join(_JOIN_TIMEOUT_S)
+                t.join(max(0.0, deadline - time.monotonic()))
         for sl in self.slices:
             t = sl.thread
             if t is not None and t.is_alive():
@@ -191,7 +212,8 @@ class _State:
                 # The daemon thread exits when the call returns (closing is set).
                 warnings.warn(
                     f"envhive thread executor: thread {sl.w} (envs {sl.lo}..{sl.hi - 1}) is still "
-                    f"inside an env call after {_JOIN_TIMEOUT_S:.0f} s; its envs are left open",
+                    f"inside an env call {_JOIN_TIMEOUT_S:.0f} s into close(); its envs are "
+                    "left open",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -352,6 +374,7 @@ class ThreadExecutor(Executor):
                         if sl.queue and not sl.busy:
                             steal = sl
                             sl.busy = True
+                            state.stolen = sl  # before the pop: discard releases the claim
                             job = sl.queue.pop()
                             epoch = state.epoch
                             break
@@ -392,6 +415,14 @@ class ThreadExecutor(Executor):
             state.done.clear()
             state.outstanding = 0
             state.deferred = None
+            # Called by the caller after an interrupt, so the caller no longer runs the share
+            # it claimed (a running thread's claim stays: it finishes into the void).
+            if state.stolen is not None:
+                state.stolen.busy = False
+                state.stolen = None
+            # A wait the interrupt cut before it began, or a token a finisher left for it.
+            state.waiting = False
+            state.caller_wake.acquire(False)
 
     def _wait(self) -> None:
         """Block until a thread finishes a job (state.waiting was set under the mutex)."""
@@ -403,12 +434,13 @@ class ThreadExecutor(Executor):
                 self._check_threads()
         except BaseException:
             # Dead thread or KeyboardInterrupt: retract the wait so that no token is
-            # left behind (a finisher that already cleared `waiting` has released one).
+            # left behind. A finisher that cleared `waiting` released one under the mutex,
+            # but the interrupt may have struck just after acquire() took it: take it back
+            # only if it is there (a blocking acquire here, under the mutex, deadlocked the
+            # caller and every finisher).
             with state.mu:
-                if state.waiting:
-                    state.waiting = False
-                else:
-                    state.caller_wake.acquire()
+                state.waiting = False
+                state.caller_wake.acquire(False)
             raise
 
     def _check_threads(self) -> None:
@@ -445,10 +477,13 @@ class ThreadExecutor(Executor):
         self._runner.set_attr(name, values, env_ids)
 
     def close(self) -> None:
-        if self._closed:
-            return
         self._closed = True
-        self._finalizer()  # runs _State.shutdown once: stops the threads, closes the envs
+        if not self._finalizer.alive:  # shut down already (a close cut short before it began
+            return  # left the finalizer alive: this call does the work)
+        # Ctrl-C is held until every thread is stopped and every env closed (at most
+        # _JOIN_TIMEOUT_S for threads inside env calls): half a close leaves envs open.
+        with deferred_interrupts():
+            self._finalizer()  # runs _State.shutdown once: stops the threads, closes the envs
         self._runner = None
 
     def thread_idents(self) -> list[int]:

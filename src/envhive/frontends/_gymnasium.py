@@ -247,16 +247,14 @@ class VectorEnv(GymVectorEnv):
 
     def close(self, **kwargs: Any) -> None:
         """Close every env and release the executor's workers and buffers. Idempotent."""
-        if self.closed:
-            return
-        if self._waiting is not None:
+        if not self.closed and self._waiting is not None:
             warnings.warn(
                 f"Calling `close` while waiting for a pending call to `{self._waiting}` to "
                 "complete. Its results are dropped.", UserWarning, stacklevel=2,
             )
             self._waiting = None
         self.closed = True
-        self._pool.close()
+        self._pool.close()  # always: it finishes a close that a Ctrl-C cut short
 
     def close_extras(self, **kwargs: Any) -> None:
         """Part of gymnasium's API; ``close`` does all the work."""

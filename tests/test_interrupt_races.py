@@ -1,0 +1,413 @@
+"""Ctrl-C where it used to wedge or corrupt a pool (issue 20: interrupts, hangs, shutdown).
+
+Real SIGINTs are sent to this process at randomized but seeded delays while slow envs (20-50
+ms a step) run sync steps, resets and async recv loops, with the thread executor's caller
+stealing shares; and at the exact places that failed, by wrapping the one call there so that
+it is interrupted (as ``test_interrupts.InterruptedPost`` does for the process executor's post).
+
+Every trial runs under a :class:`Watchdog`: a wedge fails the test with every thread's stack
+instead of hanging the suite. After every interrupt the pool must take a ``reset()`` and give
+correct results (``assert_fresh_and_usable``); a close leaves no segment and no process.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import functools
+import gc
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import envhive
+from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor
+from envhive.executors._shm import shm_prefix
+from envhive.testing import CountingEnv
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Wedged(Exception):
+    """Raised in the main thread by :class:`Watchdog` when a call outlives its limit."""
+
+
+class Watchdog:
+    """Fail a block that does not finish within ``limit`` seconds, instead of hanging.
+
+    A timer thread dumps every thread's stack, then sends SIGUSR1 to the main thread every
+    half second until the block ends; the handler raises :class:`Wedged` there. A thread
+    blocked on a lock is woken by it (CPython's lock waits are interruptible), so even a
+    deadlock ends, as a failure.
+    """
+
+    def __init__(self, limit: float, what: str) -> None:
+        self.limit, self.what = limit, what
+        self.fired = False
+        self._stop = threading.Event()
+
+    def _watch(self) -> None:
+        if self._stop.wait(self.limit):
+            return
+        self.fired = True
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        while not self._stop.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> Watchdog:
+        def wedged(signum: int, frame: Any) -> None:
+            raise Wedged(f"{self.what}: still running after {self.limit} s (stacks above)")
+
+        self._previous = signal.signal(signal.SIGUSR1, wedged)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        signal.signal(signal.SIGUSR1, self._previous)
+        if self.fired:
+            pytest.fail(f"{self.what}: wedged (still running after {self.limit} s)")
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, even when the run inherited it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+class SlowEnv(CountingEnv):
+    """A CountingEnv whose steps and resets sleep 20-50 ms (seeded per env: varied finish
+    order), or ``hold`` seconds when it is set (``hold < 0``: no sleep at all)."""
+
+    def __init__(self, tag: int, seed: int = 0, hold: float = 0.0) -> None:
+        super().__init__(pattern=[(10**6, "trunc")], tag=tag)
+        self.rng = random.Random(seed * 1000 + tag)
+        self.hold = hold
+
+    def _nap(self) -> None:
+        if self.hold >= 0:
+            time.sleep(self.hold or self.rng.uniform(0.02, 0.05))
+
+    def step(self, action):
+        self._nap()
+        return super().step(action)
+
+    def reset(self, *, seed=None, options=None):
+        self._nap()
+        return super().reset(seed=seed, options=options)
+
+
+EXECUTORS = {
+    "serial": SerialExecutor,
+    "thread2": lambda: ThreadExecutor(2),  # 4 envs on 2 threads: the caller steals a share
+    "thread4": lambda: ThreadExecutor(4),
+    "process": lambda: ProcessExecutor(2),
+}
+
+
+def make(name: str, n: int = 4, seed: int = 0, hold: float = 0.0, **kw: Any) -> Any:
+    fns = [functools.partial(SlowEnv, i, seed, hold) for i in range(n)]
+    return envhive.make(fns, executor=EXECUTORS[name](), autoreset="next_step", **kw)
+
+
+def sigint_after(seconds: float) -> threading.Timer:
+    gc.collect()  # a Ctrl-C inside a finalizer is printed and dropped, not raised
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def assert_fresh_and_usable(env: Any, n: int = 4) -> None:
+    obs, _ = env.reset(seed=0)
+    assert obs[:, 2].tolist() == [0] * n  # step 0 of a new episode
+    for t in (1, 2):
+        obs, *_ = env.step(np.zeros(n, np.int64))
+        assert obs[:, 2].tolist() == [t] * n  # no stale result of the interrupted call
+        assert obs[:, 0].tolist() == list(range(n))
+
+
+def own_segments() -> list[str]:
+    return [s for s in os.listdir("/dev/shm") if s.startswith(f"{shm_prefix()}{os.getpid()}_")]
+
+
+def _step_loop(env: Any) -> None:
+    while True:
+        env.step(np.zeros(4, np.int64))
+
+
+def _reset_loop(env: Any) -> None:
+    while True:
+        env.reset()
+
+
+def _recv_loop(env: Any) -> None:
+    env.send(np.zeros(4, np.int64))
+    while True:
+        *_, info = env.recv()
+        env.send(np.zeros(len(info["env_id"]), np.int64), info["env_id"])
+
+
+LOOPS = {"step": _step_loop, "reset": _reset_loop, "recv": _recv_loop}
+
+
+# The thread executor with slow envs (the caller waits, steals, is woken); the async loop on
+# the others with instant envs, so that the SIGINT lands in the pool's own code, not in an env.
+CASES = [(name, loop) for name in ("thread2", "thread4") for loop in LOOPS] + [
+    (name, "recv") for name in ("serial", "native", "process")
+]
+
+
+@pytest.mark.parametrize(("name", "loop"), CASES, ids=[f"{n}-{lp}" for n, lp in CASES])
+def test_ctrl_c_at_random_moments_of_a_loop(name, loop):
+    """Item 1 (thread: wedged in _wait) and item 2 (async: reset() raised PendingCallError):
+    a SIGINT at a seeded random moment of a step, reset or async recv loop, several times on
+    one pool; after each, reset() works and results are fresh."""
+    rng = random.Random(f"{name}-{loop}")
+    batch_size = 2 if loop == "recv" else None
+    if name == "native":
+        env = envhive.make("envhive/CartPole-v1", 4, batch_size=batch_size, seed=0)
+    else:
+        env = make(name, batch_size=batch_size, hold=0.0 if name.startswith("thread") else -1)
+    try:
+        for trial in range(6):
+            env.reset(seed=0)
+            delay = rng.uniform(0.02, 0.25)
+            with Watchdog(10.0, f"{name} {loop} trial {trial} (SIGINT after {delay:.3f} s)"):
+                timer = sigint_after(delay)
+                with pytest.raises(KeyboardInterrupt):
+                    LOOPS[loop](env)
+                timer.join()
+                if name == "native":
+                    env.reset(seed=0)
+                    env.step(np.zeros(4, np.int64))
+                else:
+                    assert_fresh_and_usable(env)
+    finally:
+        env.close()
+
+
+class TakeThenInterrupt:
+    """The thread executor's caller wake-up lock, whose next timed ``acquire`` takes the
+    token and is then cut short by a Ctrl-C, as a SIGINT landing just after a finisher woke
+    the caller is (the handler runs at the caller's next bytecode, token taken)."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock, self.armed = lock, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lock, name)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got and self.armed and blocking and timeout > 0:
+            self.armed = False
+            raise KeyboardInterrupt
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["step", "recv"])
+def test_ctrl_c_just_after_the_caller_was_woken(sync):
+    """The interrupted wait gave its token back with a blocking acquire under the mutex: the
+    token was already taken, so the caller and every finishing thread deadlocked."""
+    ex = ThreadExecutor(4)
+    env = envhive.make([functools.partial(SlowEnv, i) for i in range(4)], executor=ex,
+                       batch_size=None if sync else 2)
+    env.reset(seed=0)
+    ex._state.caller_wake = TakeThenInterrupt(ex._state.caller_wake)
+    with Watchdog(10.0, "the interrupted wait"):
+        with pytest.raises(KeyboardInterrupt):
+            if sync:
+                env.step(np.zeros(4, np.int64))
+            else:
+                _recv_loop(env)
+        assert_fresh_and_usable(env)
+    env.close()
+
+
+def test_ctrl_c_between_claiming_a_share_and_running_it():
+    """The caller claimed a share (its slice busy) and was interrupted before running it: no
+    one released the claim, so the slice's thread slept through every later call."""
+    ex = ThreadExecutor(2)
+    env = envhive.make([functools.partial(SlowEnv, i) for i in range(4)], executor=ex)
+    env.reset(seed=0)
+    run_here, calls = ex._run_here, []
+
+    def interrupted_first(*args: Any) -> None:
+        calls.append(args[0])
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # after the claim, before the run
+        run_here(*args)
+
+    ex._run_here = interrupted_first  # type: ignore[method-assign]
+    with Watchdog(10.0, "the call after an interrupted steal"):
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros(4, np.int64))
+        assert calls  # the caller did claim a share
+        assert_fresh_and_usable(env)
+    env.close()
+
+
+@pytest.mark.parametrize("where", ["before_dispatch", "after_popleft"])
+@pytest.mark.parametrize("name", ["serial", "thread2", "process", "native"])
+def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
+    """Item 2: a Ctrl-C in send() before its dispatch, with other envs in flight, or in recv()
+    after it took the batch off the ready queue: reset() works (was PendingCallError), and
+    every env comes back from recv afterwards (the popped batch was lost for good)."""
+    if name == "native":
+        env = envhive.make("envhive/CartPole-v1", 4, batch_size=2, seed=0)
+    else:
+        env = make(name, batch_size=2)
+    pool = env.pool
+    env.async_reset(seed=0)
+    env.recv()
+    target = "_env_ids" if where == "before_dispatch" else "_rows_of"
+    original = getattr(pool, target)
+
+    def interrupted(*args: Any) -> Any:
+        setattr(pool, target, original)
+        raise KeyboardInterrupt
+
+    setattr(pool, target, interrupted)
+    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C {where}"):
+        with pytest.raises(KeyboardInterrupt):
+            env.send(np.zeros(2, np.int64), [0, 1]) if where == "before_dispatch" else env.recv()
+        env.reset(seed=0)
+        env.async_reset(seed=0)
+        got = sorted(int(i) for _ in range(2) for i in env.recv()[4]["env_id"])
+        assert got == [0, 1, 2, 3]
+    env.close()
+
+
+@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize("name", ["process", "thread2"])
+def test_ctrl_c_during_a_close(name, trial):
+    """Item 4: a SIGINT inside close() (its workers still busy with a slow step) left every
+    segment of a process pool in /dev/shm (a thread pool: a thread and its envs), and a second
+    close() or garbage collection did not remove them."""
+    rng = random.Random(trial)
+    env = make(name, hold=0.4, batch_size=2)
+    env.reset(seed=0)
+    ex = env.pool.executor
+    pids = ex.worker_pids() if name == "process" else []
+    threads = [sl.thread for sl in ex._state.slices] if name == "thread2" else []
+    env.send(np.zeros(4, np.int64))  # the workers are inside a 0.4 s step while close waits
+    with Watchdog(15.0, "close() cut short"):
+        timer = None
+        try:
+            timer = sigint_after(rng.uniform(0.0, 0.15))
+            env.close()
+            time.sleep(0.3)  # the signal lands after close, at worst
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if timer is not None:
+                timer.join()
+        env.close()
+    gc.collect()
+    assert own_segments() == []
+    assert not [p for p in pids if _alive(p)]
+    assert not [t for t in threads if t.is_alive()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("name", ["process", "thread2"])
+def test_a_pool_close_cut_short_is_finished_by_the_next(name):
+    """A Ctrl-C that struck pool.close() before the executor's own close began: the next
+    close() finishes the job (it returned at once: the pool was already marked closed)."""
+    env = make(name)
+    env.reset(seed=0)
+    ex = env.pool.executor
+    close = ex.close
+
+    def interrupted() -> None:
+        ex.close = close
+        raise KeyboardInterrupt
+
+    ex.close = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        env.close()
+    env.close()
+    if name == "process":
+        assert own_segments() == []
+    else:
+        assert ex.thread_idents() == []
+
+
+def test_thread_close_waits_once_for_every_stuck_thread():
+    """Item 5: close() waited up to 10 s for each thread still inside an env call, one after
+    another (40 s for 4); now one deadline covers them all."""
+    release = threading.Event()
+
+    class Stuck(CountingEnv):
+        def step(self, action):
+            release.wait(60)
+            return super().step(action)
+
+    ex = ThreadExecutor(4)
+    env = envhive.make([lambda: Stuck(pattern=[(100, "trunc")]) for _ in range(4)], executor=ex,
+                       batch_size=4)
+    env.reset(seed=0)
+    env.send(np.zeros(4, np.int64))
+    time.sleep(0.1)  # every thread is inside its step
+    try:
+        with Watchdog(8.0, "close() with 4 threads stuck in env calls"):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                env.close()
+        stuck = [w for w in caught if "still inside an env call" in str(w.message)]
+        assert len(stuck) == 4
+    finally:
+        release.set()
+
+
+_EXIT_WITH_STUCK_THREADS = """
+import time, numpy as np, envhive
+from envhive.executors import ThreadExecutor
+from envhive.testing import CountingEnv
+
+class Stuck(CountingEnv):
+    def step(self, action):
+        time.sleep(60)
+
+env = envhive.make([lambda: Stuck(pattern=[(100, "trunc")]) for _ in range(2)],
+                   executor=ThreadExecutor(2), batch_size=2)
+env.reset(seed=0)
+env.send(np.zeros(2, np.int64))
+time.sleep(0.1)
+print("exiting", flush=True)
+"""
+
+
+def test_interpreter_exit_with_stuck_threads_is_bounded():
+    """Item 5, at interpreter exit: the finalizer waited 10 s per thread inside an env call
+    (20 s for 2); now one 2 s deadline. The child must exit within the watchdog's limit."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _EXIT_WITH_STUCK_THREADS],
+                              capture_output=True, text=True, timeout=12)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interpreter did not exit within 12 s with 2 threads stuck in env calls")
+    assert "exiting" in done.stdout, done.stderr
+    assert done.stderr.count("still inside an env call") == 2, done.stderr
