@@ -84,6 +84,21 @@ _BUILTIN.update(
     }
 )
 
+# Atari: every ROM ale-py ships, as envhive/<Game>-v5 (EnvPool's names and preprocessing). ALE's
+# act holds the GIL, so batches run on worker processes; the ROM list is read from ale-py's
+# package directory without importing it.
+from envhive.envs.atari._options import game_name, rom_ids  # noqa: E402
+
+_BUILTIN.update(
+    {
+        f"envhive/{game_name(rom)}-v5": EnvSpec(
+            f"envhive/{game_name(rom)}-v5", "envhive.envs.atari:AtariEnv", {"game": rom},
+            executor="process", limit_in_env=True,
+        )
+        for rom in rom_ids()
+    }
+)
+
 
 def register(
     id: str,
