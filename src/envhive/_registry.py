@@ -236,6 +236,10 @@ def resolve_id(
         if spec.limit_in_env and steps is not None:
             kwargs["max_episode_steps"], steps = steps, None
         kind = NativeEnvFactory if spec.native else EnvFactoryFromCallable
+        # An entry point may check its keywords cheaply (Atari: its options): errors at make().
+        check = getattr(fn, "check_kwargs", None)
+        if callable(check):
+            check({**spec.kwargs, **kwargs})
         factory = kind(fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs)
         return factory, env_id
     compiled = compiled_env(env_id)

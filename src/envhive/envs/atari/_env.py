@@ -113,6 +113,17 @@ class AtariEnv(gym.Env):
         self._started = False
         self._life_lost = False
 
+    @staticmethod
+    def check_kwargs(kwargs: dict[str, Any]) -> None:
+        """Check the keywords of ``AtariEnv(**kwargs)`` without building it (``envhive.make``
+        calls this, so a bad option is a ConfigError there, not in a worker).
+
+        Examples:
+            >>> AtariEnv.check_kwargs({"game": "pong", "frame_skip": 2})
+        """
+        kw = dict(kwargs)
+        AtariOptions.parse(rom_of_game(kw.pop("game", "pong")), kw)
+
     def _seed(self, seed: int | None) -> int:
         """Restart the no-op generator from ``seed`` and return the ALE seed, both drawn as
         gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a seed
