@@ -15,6 +15,10 @@ frame skip 4, max-pool, up to 30 no-ops, fire reset, no reward clipping, random 
   their actions (EnvPool's ``send``/``recv``; envhive's, which are the same API;
   ``AtariVectorEnv`` with ``batch_size``, whose ``step`` sends to the last batch received).
 
+CPU: CPU seconds (user + system) of the process, its threads and its worker processes per
+env step, the least of the repeats: what a step costs, less sensitive to the machine's load
+than the rate (envhive's parent process counts, waiting included).
+
 Memory: the proportional set size (PSS, shared pages split between the processes that map
 them) summed over the process and its children, after the run, divided by ``num_envs``; RSS
 summed too. Rates are env steps per second (one step of one env = 1).
@@ -63,6 +67,20 @@ def _tree(pid: int) -> list[int]:
     for k in kids:
         out.extend(_tree(k))
     return out
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this process, its threads and its children
+    that are alive (worker processes)."""
+    total = 0
+    for pid in _tree(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _memory() -> dict[str, float]:
@@ -128,16 +146,18 @@ def child(lib: str, game: str, n: int, mode: str, seconds: float) -> dict[str, A
         one(k)
         k += 1
     steps = 0
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     end = t0 + seconds
     while time.perf_counter() < end:
         steps += one(k)
         k += 1
     rate = steps / (time.perf_counter() - t0)
+    cpu_us = (_cpu_s() - cpu0) / steps * 1e6
     mem = _memory()
     desc = repr(env) if lib == "envhive" else lib
     env.close()
-    return {"rate": rate, "mem": mem, "desc": desc}
+    return {"rate": rate, "cpu_us": cpu_us, "mem": mem, "desc": desc}
 
 
 def main() -> None:
@@ -162,6 +182,7 @@ def main() -> None:
                 if mode == "async" and n == 1:
                     continue  # batch_size = num_envs / 2 needs 2 envs
                 best: dict[str, dict[str, Any]] = {}
+                runs: dict[str, list[dict[str, Any]]] = {}
                 for _ in range(args.repeats):
                     for lib in args.libs:
                         cmd = [sys.executable, __file__, "--child", lib, game, str(n), mode, str(args.seconds)]
@@ -171,11 +192,13 @@ def main() -> None:
                             print(f"{lib} {game} x{n} {mode} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
                             continue
                         r = json.loads(line[-1])
+                        runs.setdefault(lib, []).append(r)
                         if lib not in best or r["rate"] > best[lib]["rate"]:
                             best[lib] = r
                 row: dict[str, Any] = {"game": game, "num_envs": n, "mode": mode}
                 for lib, r in best.items():
                     row[lib] = round(r["rate"], 1)
+                    row[f"{lib}_cpu_us_per_step"] = round(min(x["cpu_us"] for x in runs[lib]), 1)
                     row[f"{lib}_pss_mb_per_env"] = round(r["mem"]["pss_mb"] / n, 2)
                     row[f"{lib}_rss_mb"] = round(r["mem"]["rss_mb"], 1)
                     if lib == "envhive":

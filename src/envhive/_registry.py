@@ -85,15 +85,16 @@ _BUILTIN.update(
 )
 
 # Atari: every ROM ale-py ships, as envhive/<Game>-v5 (EnvPool's names and preprocessing). ALE's
-# act holds the GIL, so batches run on worker processes; the ROM list is read from ale-py's
-# package directory without importing it.
+# act holds the GIL, so batches run on worker processes: the native executor's Atari engine
+# (results in shared memory); the ROM list is read from ale-py's package directory without
+# importing it.
 from envhive.envs.atari._options import game_name, rom_ids  # noqa: E402
 
 _BUILTIN.update(
     {
         f"envhive/{game_name(rom)}-v5": EnvSpec(
             f"envhive/{game_name(rom)}-v5", "envhive.envs.atari:AtariEnv", {"game": rom},
-            executor="process", limit_in_env=True,
+            executor="native", limit_in_env=True, native=True,
         )
         for rom in rom_ids()
     }
@@ -182,6 +183,9 @@ class NativeEnvFactory(EnvFactoryFromCallable):
         """The native executor's engine for ``num_envs`` of these envs."""
         from envhive.envs.mujoco._native import MujocoEngine
 
+        own = getattr(self.fn, "native_engine", None)  # an env class with its own engine (Atari)
+        if callable(own):
+            return own(num_envs, self.kwargs, num_threads)  # type: ignore[no-any-return]
         if self.max_episode_steps is not None:  # pragma: no cover - MuJoCo envs keep their own limit
             raise ConfigError("the native executor needs envs that keep their own time limit")
         return MujocoEngine(self.fn, num_envs, self.kwargs, num_threads)  # type: ignore[arg-type]

@@ -112,6 +112,17 @@ class AtariEnv(gym.Env):
         self._done = True  # no episode yet: step() needs a reset first
         self._started = False
         self._life_lost = False
+        #: The unclipped reward of the last step (0 after a reset).
+        self.raw_reward = 0.0
+
+    @staticmethod
+    def native_engine(num_envs: int, kwargs: dict[str, Any], num_threads: int | None = None) -> Any:
+        """The native executor's engine for ``num_envs`` of these: worker processes stepping
+        the games, results in shared memory (:class:`envhive.envs.atari.AtariEngine`);
+        ``num_threads`` worker processes (``None``: one per core)."""
+        from envhive.envs.atari._engine import AtariEngine
+
+        return AtariEngine(num_envs, kwargs, num_threads)
 
     @staticmethod
     def check_kwargs(kwargs: dict[str, Any]) -> None:
@@ -170,6 +181,7 @@ class AtariEnv(gym.Env):
         self._done = False
         self._life_lost = False
         self._lives = ale.lives()
+        self.raw_reward = 0.0
         return self._stack.copy(), self._info(0.0)
 
     def _info(self, reward: float) -> dict[str, Any]:
@@ -209,6 +221,13 @@ class AtariEnv(gym.Env):
             raise ActionError(f"{self.id}: action {action!r} is not in {self.action_space}") from None
         if not 0 <= a < len(self._actions) or a != action:
             raise ActionError(f"{self.id}: action {action!r} is outside {self.action_space}")
+        clipped, terminated, truncated = self.advance(a)
+        return self._stack.copy(), clipped, terminated, truncated, self._info(self.raw_reward)
+
+    def advance(self, a: int) -> tuple[float, bool, bool]:
+        """The step itself, for a valid action index ``a``: returns ``(reward, terminated,
+        truncated)``; the observation is :attr:`frames`, the unclipped reward
+        :attr:`raw_reward` (what the batched engine's workers read, with no dict per step)."""
         o, ale, act = self.options, self.ale, self._actions[a]
         reward, over, pooled = 0, False, min(o.frame_skip, 2)
         skip = o.frame_skip
@@ -226,9 +245,20 @@ class AtariEnv(gym.Env):
         done = over or truncated or (o.episodic_life and self._life_lost)
         self._lives = lives
         self._done = done
+        self.raw_reward = float(reward)
         clipped = float(np.sign(reward)) if o.reward_clip else float(reward)
         # EnvPool: truncated wins when the limit and the end coincide (terminated = done & ~trunc).
-        return self._stack.copy(), clipped, done and not truncated, truncated, self._info(float(reward))
+        return clipped, done and not truncated, truncated
+
+    @property
+    def frames(self) -> np.ndarray:
+        """The current observation (the frame stack itself, not a copy)."""
+        return self._stack
+
+    def info_values(self) -> tuple[int, float, int, int]:
+        """``(lives, reward, terminated, elapsed_step)`` of the last step or reset (the info's
+        values, without the dict)."""
+        return self._lives, self.raw_reward, int(self.ale.game_over()), self._elapsed
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The raw RGB screen (``render_mode="rgb_array"``), shape ``(210, 160, 3)``."""
