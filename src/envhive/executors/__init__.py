@@ -113,6 +113,8 @@ def _auto_choice(factories: Sequence[Any]) -> str:
     min_envs = max((getattr(f, "preferred_min_envs", 2) for f in factories), default=2)
     if len(factories) < min_envs:
         preferred -= {"thread", "process"}
+        if factories and all(hasattr(f, "preferred_min_envs") for f in factories):
+            preferred = {None}  # declared: the preference starts at that many envs (Atari: 2)
     if len(preferred) == 1:
         name = preferred.pop()
         entry = _REGISTRY.get(name) if isinstance(name, str) else None
