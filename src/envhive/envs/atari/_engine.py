@@ -27,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 import traceback
 import weakref
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ INFO_KEYS: tuple[tuple[str, type], ...] = (
 _IDLE = 255
 _CLOSE = 1
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
+_SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
 
 
 def _layout(n: int, obs_shape: tuple[int, ...]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -132,9 +134,13 @@ def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, conn: Any) -> Non
 
 
 def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[str, Any],
-            cmd_sem: Any, done_sem: Any, conn: Any) -> None:
+            cmd_sem: Any, done_sem: Any, conn: Any, spin: tuple[float, bool]) -> None:
     """Worker ``w``: build envs ``[lo, hi)``, then serve commands until told to close."""
     from envhive.envs.atari._env import AtariEnv
+    from envhive.executors._worker import SpinPolicy, wait_command
+
+    policy = SpinPolicy(*spin)
+    parent = mp.parent_process()
 
     shm = shared_memory.SharedMemory(name=shm_name)
     try:
@@ -147,7 +153,9 @@ def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[s
             return
         done_sem.release()  # built
         while True:
-            cmd_sem.acquire()
+            # Poll briefly, then block (the process executor's policy: a blocked process's
+            # wake-up is slow on virtual machines, and the parent's next command comes soon).
+            wait_command(cmd_sem, policy, parent)
             if v["cmd"][0] == _CLOSE:
                 break
             _serve(v, envs, lo, conn)
@@ -197,25 +205,31 @@ class AtariEngine:
         probe = AtariEnv(**kwargs)  # spaces, and bad options fail here, in the caller
         self.props = EnvProps(probe.observation_space, probe.action_space, dict(probe.metadata),
                               probe.render_mode, None)
-        self._num_actions = int(probe.action_space.n)
+        self._num_actions = len(probe._actions)
+        shape = tuple(probe.frames.shape)
         probe.close()
         self.num_envs = n = int(num_envs)
         workers = max(1, min(num_workers or usable_cpus(), n))
         self.num_threads = workers  # what the native executor's describe() shows
-        layout = _layout(n, self.props.observation_space.shape)
+        layout = _layout(n, shape)
         self._shm = shared_memory.SharedMemory(create=True, size=_size(layout))
         self._v = v = _views(self._shm.buf, layout)
         v["ops"][:] = _IDLE
-        ctx = mp.get_context(default_start_method())
+        ctx: Any = mp.get_context(default_start_method())
         self._done = ctx.Semaphore(0)
         self._cmd = [ctx.Semaphore(0) for _ in range(workers)]
         self._conns, self._procs = [], []
         self._bounds = bounds = np.linspace(0, n, workers + 1).astype(int)
+        # Waiters poll before they block, yielding the core unless each process has one.
+        from envhive.executors._worker import SpinPolicy
+
+        spin = (_SPIN_S, workers + 1 > usable_cpus())
+        self._spin = SpinPolicy(*spin)
         for w in range(workers):
             parent, child = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True, name=f"envhive-atari-{w}", args=(
                 w, int(bounds[w]), int(bounds[w + 1]), self._shm.name, layout, dict(kwargs),
-                self._cmd[w], self._done, child))
+                self._cmd[w], self._done, child, spin))
             with main_hidden():  # workers need nothing from the user's script
                 p.start()
             child.close()
@@ -229,6 +243,10 @@ class AtariEngine:
     def _wait_all(self) -> None:
         """Wait for one completion per worker; a dead worker raises instead of hanging."""
         for _ in self._procs:
+            start = time.perf_counter()
+            if self._spin.poll(self._done):
+                self._spin.observe(time.perf_counter() - start)
+                continue
             while not self._done.acquire(True, _WAIT_S):
                 dead = [w for w, p in enumerate(self._procs) if not p.is_alive()]
                 if dead:
@@ -239,6 +257,7 @@ class AtariEngine:
                         f"Atari worker {w} died (exit code {code})",
                         env_ids=list(range(int(self._bounds[w]), int(self._bounds[w + 1]))),
                         exitcode=code)
+            self._spin.observe(time.perf_counter() - start)
         errors = self._errors()
         if -1 in errors:
             self.close()

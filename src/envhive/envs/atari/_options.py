@@ -187,7 +187,7 @@ def _rom_dir() -> str | None:
     spec = importlib.util.find_spec("ale_py")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return os.path.join(list(spec.submodule_search_locations)[0], "roms")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "roms")
 
 
 _ROMS: list[str] | None = None
