@@ -20,12 +20,19 @@ from envhive._registry import builtin_ids
 from envhive.engines import (
     CompiledEnv,
     Engine,
+    EngineKind,
+    NativeFactory,
     StepAllResult,
     compiled_env,
     compiled_ids,
+    engine_kind,
+    engine_kinds,
     family_of,
     load_entry_point,
+    native_factory,
+    register_kind,
 )
+from envhive.engines import _registry as engine_registry
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,15 +45,18 @@ def _engine(env: envhive.VectorEnv) -> Engine:
 
 # ------------------------------------------------------------------ registry
 def test_every_compiled_id_resolves_to_its_engine():
-    assert set(compiled_ids()) == (
-        set(compiled_ids("kernel")) | set(compiled_ids("mujoco")) | set(compiled_ids("torch")))
+    assert set(compiled_ids()) == set().union(*(compiled_ids(k) for k in engine_kinds()))
     assert set(compiled_ids()) <= set(envhive.list_envs())
     assert set(compiled_ids()) <= set(builtin_ids())
     for env_id in compiled_ids():
         entry = compiled_env(env_id)
         assert isinstance(entry, CompiledEnv) and entry.id == env_id
         load_entry_point(entry.entry_point)  # importable
-        assert (entry.family is None) == (entry.engine in ("kernel", "torch"))
+        assert (entry.family is None) == (entry.engine != "mujoco")  # only MuJoCo has families
+        kind = engine_kind(entry.engine)
+        load_entry_point(kind.factory)
+        if kind.peers is not None:
+            load_entry_point(kind.peers)
 
 
 def test_every_compiled_mujoco_id_has_its_family():
@@ -62,6 +72,77 @@ def test_every_compiled_mujoco_id_has_its_family():
         else:
             assert family is None  # Humanoid: threads
     assert family_of(object) is None
+
+
+@pytest.fixture
+def scratch_kind():
+    """Registers a new engine kind the way an engine module would, and removes it after."""
+    kinds, compiled = dict(engine_registry._KINDS), dict(engine_registry._COMPILED)
+    register_kind(
+        EngineKind("scratch", "test_engines_kind:factory", "numba", peers="test_engines_kind:peers",
+                   entries="test_engines_kind:entries"),
+    )
+    yield
+    engine_registry._KINDS.clear()
+    engine_registry._KINDS.update(kinds)
+    engine_registry._COMPILED.clear()
+    engine_registry._COMPILED.update(compiled)
+    engine_registry._PENDING.clear()
+
+
+def test_a_new_engine_kind_is_one_registration(scratch_kind, tmp_path, monkeypatch):
+    # The module a new kind brings: its factory builder, its bench peers, its ids (listed
+    # lazily). Nothing else in envhive is told about it.
+    (tmp_path / "test_engines_kind.py").write_text(
+        "from envhive.engines import CompiledEnv\n"
+        "from envhive.kernels._adapter import KernelFactory\n"
+        "from envhive.kernels import CartPoleKernel\n"
+        "def factory(entry, kwargs, steps):\n"
+        "    return KernelFactory(CartPoleKernel, kwargs, steps)\n"
+        "def peers(entry, n):\n"
+        "    return [('my peer', entry.id, lambda: None)]\n"
+        "def entries():\n"
+        "    return [CompiledEnv('scratch/Pole-v0', 'scratch', 'scratch')]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "scratch/Pole-v0" in compiled_ids("scratch")  # listed on first use
+    assert "scratch/Pole-v0" in envhive.list_envs()
+    factory = native_factory(compiled_env("scratch/Pole-v0"), None, None)
+    assert isinstance(factory, NativeFactory)
+    for executor in ("native", "serial"):
+        env = envhive.make("scratch/Pole-v0", 3, executor=executor, seed=1)
+        ref = envhive.make("envhive/CartPole-v1", 3, executor=executor, seed=1)
+        assert np.array_equal(env.reset()[0], ref.reset()[0])
+        assert np.array_equal(env.step(np.ones(3, np.int64))[0], ref.step(np.ones(3, np.int64))[0])
+        env.close()
+        ref.close()
+    from envhive._cli import unbuildable_reason
+    from envhive._cli_bench import plan_tasks
+
+    assert unbuildable_reason("scratch/Pole-v0") is None  # numba is there
+    assert [t.runner for t in plan_tasks(["scratch/Pole-v0"], [2], None)] == ["envhive native", "my peer"]
+
+
+def test_engine_kinds_are_checked():
+    from envhive.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown engine kind 'nope'"):
+        engine_kind("nope")
+    with pytest.raises(ConfigError, match="already registered"):
+        register_kind(EngineKind("kernel", "x:y", "numpy"))
+    with pytest.raises(ConfigError, match="unknown engine kind"):
+        engine_registry._add(CompiledEnv("x/Y-v0", "nope", "x:y"))
+
+
+def test_engines_declare_what_the_native_executor_reads():
+    # The native executor reads device and num_threads off the Engine protocol, never getattr.
+    for env_id, threads in (("envhive/CartPole-v1", 1), ("envhive/TorchCartPole-v1", 1)):
+        if "Torch" in env_id:
+            pytest.importorskip("torch")
+        env = envhive.make(env_id, 2)
+        engine = _engine(env)
+        assert engine.num_threads == threads and (engine.device is None) == ("Torch" not in env_id)
+        env.close()
 
 
 def test_unknown_ids_are_not_compiled():
@@ -80,6 +161,28 @@ def test_compiled_op_rules_are_the_ops_module_functions():
     ids = np.array([4, 3, 2, 1, 0], np.int64)
     want = [i for i in ids.tolist() if _ops.resets_in_op(int(ops[i]), bool(term[i]), bool(trunc[i]))]
     assert _compiled.reset_rows(ids, ops, term, trunc).tolist() == want == [3, 2]
+    # The batched engines' Python side: the same rule over arrays.
+    from envhive.engines._batched import ended_rows
+
+    assert ended_rows(ids, ops, term, trunc).tolist() == want
+    every = [(op, t, u) for op in (_ops.STEP, _ops.RESET, _ops.STEP_RESET) for t in (False, True)
+             for u in (False, True)]
+    mask = _ops.resets_in_ops(*(np.array(col) for col in zip(*every)))
+    assert mask.tolist() == [_ops.resets_in_op(*row) for row in every]
+
+
+def test_batched_engines_share_the_op_sequence():
+    """Every batched engine takes the steps around the op rule from engines._batched."""
+    from envhive.engines._batched import BatchedOps
+    from envhive.engines._torch import TorchEngine
+    from envhive.envs.mujoco._native import MujocoEngine
+    from envhive.kernels import _engine
+
+    assert issubclass(MujocoEngine, BatchedOps) and issubclass(TorchEngine, BatchedOps)
+    for cls in (MujocoEngine, TorchEngine):  # none restates step_all/run
+        assert "step_all" not in vars(cls) and "run" not in vars(cls)
+    source = inspect.getsource(_engine.KernelEngine.run)  # its compiled driver does the ops
+    assert "refuse_reset_options" in source and "ended_rows" in source and "reset_seeds" in source
 
 
 def test_drivers_take_the_op_rules_from_the_engines_package():

@@ -31,13 +31,11 @@ import gymnasium as gym
 
 import envhive
 from envhive._cli_check import disabled_transcript as _disabled_transcript  # noqa: F401 (tests import it here)
-from envhive.engines import compiled_env
+from envhive.engines import compiled_env, engine_kind
 from envhive.errors import EnvhiveError
 
 __all__ = ["main", "unbuildable_reason"]
 
-# Modules an env needs, by the compiled engine that runs it (found without importing them).
-_ENGINE_NEEDS = {"kernel": "numba", "mujoco": "mujoco", "torch": "torch"}
 # How to install what a missing top-level module belongs to.
 _INSTALL = {
     "Box2D": 'pip install swig && pip install "gymnasium[box2d]"',
@@ -92,9 +90,8 @@ def unbuildable_reason(env_id: str) -> str | None:
     from envhive._registry import _BUILTIN, _ENVHIVE
 
     compiled = compiled_env(env_id)
-    if compiled is not None:
-        needs = _ENGINE_NEEDS.get(compiled.engine)
-        return _spec_reason(needs) if needs else None
+    if compiled is not None:  # its engine kind says what it needs (not imported here)
+        return _spec_reason(engine_kind(compiled.engine).needs)
     own = _ENVHIVE.get(env_id) or _BUILTIN.get(env_id)
     if own is not None:
         entry: Any = own.entry_point

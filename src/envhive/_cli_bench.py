@@ -28,21 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 import envhive
 from envhive._bench import Measurement, machine_info, measure_env
-from envhive._registry import _load, resolve_id
-from envhive.engines import compiled_env
+from envhive._registry import resolve_id
+from envhive.engines import compiled_env, engine_kind, load_entry_point
+from envhive.engines._peers import SYNC, VECTOR, gymnasium_peers
 from envhive.executors import available_executors, compiled_runner
 
 __all__ = ["Task", "plan_tasks", "ratio_text", "run_bench", "add_bench_arguments"]
 
 #: A figure whose fastest timed span beats its slowest by more than this is marked unstable.
 UNSTABLE = 1.5
-
-SYNC = "gymnasium SyncVectorEnv"
-VECTOR = "gymnasium vector_entry_point"
 
 FOOTER = (
     "vector_entry_point: gymnasium's numpy-vectorized implementation of the same env (one numpy "
@@ -78,40 +74,33 @@ def _envhive_builder(env_id: str, n: int, executor: str) -> Callable[[], Any]:
     return lambda: envhive.make(env_id, n, executor=executor, seed=0, copy=False)
 
 
-def _sync_builder(gym_id: str, n: int) -> Callable[[], Any]:
-    return lambda: gym.vector.SyncVectorEnv([lambda: gym.make(gym_id)] * n, copy=False)
-
-
-def _vector_builder(gym_id: str, n: int) -> Callable[[], Any]:
-    return lambda: gym.make_vec(gym_id, num_envs=n, vectorization_mode="vector_entry_point")
-
-
-def _plan(env_id: str, chosen: Sequence[str] | None) -> tuple[list[str], str, str]:
-    """(executors, gymnasium id of the peer, peer runner) for one env id."""
+def _plan(env_id: str, chosen: Sequence[str] | None, n: int) -> tuple[list[str], list[tuple[str, str, Callable[[], Any]]]]:
+    """(executors, peers) for one env id at ``n`` envs: a compiled id's peers come from its
+    engine kind (``EngineKind.peers``; by default gymnasium's own env of that name), any other
+    id's peer is gymnasium's ``SyncVectorEnv``."""
     compiled = compiled_env(env_id)
-    if compiled is not None and compiled.engine == "kernel":
-        gym_id: str = getattr(_load(compiled.entry_point), "gym_id")  # noqa: B009
-        peer = VECTOR if gym.spec(gym_id).vector_entry_point is not None else SYNC
-        return list(chosen or ["native"]), gym_id, peer
-    if compiled is not None:  # compiled MuJoCo (or torch): vs gymnasium's own env
-        return list(chosen or ["native"]), env_id.removeprefix("envhive/"), SYNC
-    return list(chosen or available_executors()), env_id, SYNC
+    if compiled is None:
+        return list(chosen or available_executors()), gymnasium_peers(env_id, n, vectorized=False)
+    kind = engine_kind(compiled.engine)
+    if kind.peers is not None:
+        return list(chosen or ["native"]), load_entry_point(kind.peers)(compiled, n)
+    return list(chosen or ["native"]), gymnasium_peers(env_id.removeprefix("envhive/"), n, vectorized=False)
 
 
 def plan_tasks(env_ids: Sequence[str], num_envs: Sequence[int], executors: Sequence[str] | None,
                peers: bool = True) -> list[Task]:
     """Every point of a run, in order: per env id and ``num_envs``, envhive's executors, then
-    the peer (so each ratio compares figures taken seconds apart)."""
+    the peers (so each ratio compares figures taken seconds apart)."""
     tasks: list[Task] = []
     for env_id in env_ids:
-        names, gym_id, peer = _plan(env_id, executors)
         for n in num_envs:
+            names, found = _plan(env_id, executors, n)
             for name in names:
                 tasks.append(Task(env_id, env_id, n, f"envhive {name}", False,
                                   _envhive_builder(env_id, n, name)))
             if peers:
-                build = _vector_builder(gym_id, n) if peer == VECTOR else _sync_builder(gym_id, n)
-                tasks.append(Task(env_id, gym_id, n, peer, True, build))
+                tasks.extend(Task(env_id, measured, n, label, True, build)
+                             for label, measured, build in found)
     return tasks
 
 
@@ -149,7 +138,13 @@ class Row:
 
 
 def _with_ratios(rows: list[Row]) -> list[Row]:
-    peers = {(r.task.env_id, r.task.num_envs): r for r in rows if r.task.peer}
+    """Each envhive row's ratio to the fastest peer of its group (env id and ``num_envs``)."""
+    peers: dict[tuple[str, int], Row] = {}
+    for r in rows:
+        if r.task.peer:
+            key = (r.task.env_id, r.task.num_envs)
+            if key not in peers or r.m.steps_per_s > peers[key].m.steps_per_s:
+                peers[key] = r
     for r in rows:
         p = peers.get((r.task.env_id, r.task.num_envs))
         if p is not None and not r.task.peer and p.m.steps_per_s > 0:

@@ -13,6 +13,7 @@ from envhive._autoreset import parse_autoreset
 from envhive._extras import require
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
+from envhive.engines import NativeFactory
 from envhive.engines._torch import TorchBatchedEnv, TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
@@ -338,9 +339,10 @@ def make(
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
-    if device is not None and isinstance(factories[0], TorchEnvFactory):
-        # A torch batched env is built where its results are wanted (unless env_kwargs say):
-        # on the native executor its buffers then live there too (no copies per step).
+    if device is not None and isinstance(factories[0], NativeFactory):
+        # A batch that can live on a device (a torch batched env) is built where its results
+        # are wanted (unless env_kwargs say): on the native executor its buffers then live
+        # there too (no copies per step). Engines of host arrays ignore it.
         factories[0].engine_device = device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,

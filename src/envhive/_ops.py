@@ -29,10 +29,11 @@ Examples:
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "Op",
+    "resets_in_ops",
     "RESET_REWARD",
     "STEP",
     "RESET",
@@ -70,6 +71,21 @@ def resets_in_op(op: int, terminated: bool, truncated: bool) -> bool:
     very function, so the rule exists once.
     """
     return op == STEP_RESET and (terminated or truncated)
+
+
+def resets_in_ops(ops: Any, terminated: Any, truncated: Any) -> Any:
+    """:func:`resets_in_op` over arrays (numpy or torch): a bool mask, row by row.
+
+    The batched engines' Python side (``engines._batched``) asks this; a test holds it equal
+    to :func:`resets_in_op` on every row.
+
+    Examples:
+        >>> import numpy as np
+        >>> resets_in_ops(np.array([STEP_RESET, STEP, STEP_RESET]), np.array([True, True, False]),
+        ...               np.zeros(3, bool)).tolist()
+        [True, False, False]
+    """
+    return (ops == STEP_RESET) & (terminated | truncated)
 
 
 class RestartOutcome(NamedTuple):

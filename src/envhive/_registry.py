@@ -23,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envhive.engines import Engine, compiled_env, compiled_ids
+from envhive.engines import compiled_env, compiled_ids, native_factory
 from envhive.errors import ConfigError, UnknownEnvError
 
 __all__ = ["EnvSpec", "register", "list_envs", "resolve_id", "EnvFactoryFromCallable"]
@@ -42,8 +42,6 @@ class EnvSpec:
         limit_in_env: the env takes ``max_episode_steps`` as a keyword (its own time limit)
             instead of being wrapped in gymnasium's ``TimeLimit``.
         executor_min_envs: ``auto`` uses ``executor`` only from this many envs on.
-        native: the entry point is a class the ``native`` executor can step in compiled code
-            (its factory gets a ``native_engine`` method).
     """
 
     id: str
@@ -53,7 +51,6 @@ class EnvSpec:
     executor: str | None = None
     limit_in_env: bool = False
     executor_min_envs: int = 2
-    native: bool = False
 
 
 _ENVHIVE: dict[str, EnvSpec] = {}
@@ -71,34 +68,6 @@ _BUILTIN: dict[str, EnvSpec] = {
         "Humanoid-v5": ("HumanoidEnv", 2),
     }.items()
 }
-# The compiled MuJoCo ids (envhive.engines' registry, the one list of compiled ids) run on the
-# native executor: physics and rewards of the whole batch in one GIL-free parallel call.
-_BUILTIN.update(
-    {
-        e.id: EnvSpec(
-            e.id, e.entry_point, executor="native", limit_in_env=True, executor_min_envs=1,
-            native=True,
-        )
-        for e in map(compiled_env, compiled_ids("mujoco"))
-        if e is not None
-    }
-)
-
-# Atari: every ROM ale-py ships, as envhive/<Game>-v5 (EnvPool's names and preprocessing). ALE's
-# act holds the GIL, so batches run on worker processes: the native executor's Atari engine
-# (results in shared memory); the ROM list is read from ale-py's package directory without
-# importing it.
-from envhive.envs.atari._options import game_name, rom_ids  # noqa: E402
-
-_BUILTIN.update(
-    {
-        f"envhive/{game_name(rom)}-v5": EnvSpec(
-            f"envhive/{game_name(rom)}-v5", "envhive.envs.atari:AtariEnv", {"game": rom},
-            executor="native", limit_in_env=True, native=True,
-        )
-        for rom in rom_ids()
-    }
-)
 
 
 def register(
@@ -172,29 +141,6 @@ class EnvFactoryFromCallable:
         return getattr(self.fn, "__name__", repr(self.fn))
 
 
-class NativeEnvFactory(EnvFactoryFromCallable):
-    """A factory for an env class the ``native`` executor can also run in compiled code.
-
-    Called, it builds one env (every other executor); the native executor calls
-    :meth:`native_engine` instead and steps the whole batch in one compiled call.
-    """
-
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
-        """The native executor's engine for ``num_envs`` of these envs."""
-        from envhive.envs.mujoco._native import MujocoEngine
-
-        own = getattr(self.fn, "native_engine", None)  # an env class with its own engine (Atari)
-        if callable(own):
-            return own(num_envs, self.kwargs, num_threads)  # type: ignore[no-any-return]
-        if self.max_episode_steps is not None:  # pragma: no cover - MuJoCo envs keep their own limit
-            raise ConfigError("the native executor needs envs that keep their own time limit")
-        return MujocoEngine(self.fn, num_envs, self.kwargs, num_threads)  # type: ignore[arg-type]
-
-    def key(self) -> tuple[Any, ...]:
-        """What must be equal for two factories to share one engine."""
-        return (self.fn, sorted(self.kwargs.items(), key=lambda kv: kv[0]), self.max_episode_steps)
-
-
 class GymIdFactory:
     """A picklable factory that calls ``gymnasium.make(id, **kwargs)`` where it runs."""
 
@@ -239,24 +185,12 @@ def resolve_id(
         fn = _load(spec.entry_point)
         if spec.limit_in_env and steps is not None:
             kwargs["max_episode_steps"], steps = steps, None
-        kind = NativeEnvFactory if spec.native else EnvFactoryFromCallable
-        # An entry point may check its keywords cheaply (Atari: its options): errors at make().
-        check = getattr(fn, "check_kwargs", None)
-        if callable(check):
-            check({**spec.kwargs, **kwargs})
-        factory = kind(fn, {**spec.kwargs, **kwargs}, steps, spec.executor, spec.executor_min_envs)
+        factory = EnvFactoryFromCallable(fn, {**spec.kwargs, **kwargs}, steps, spec.executor,
+                                         spec.executor_min_envs)
         return factory, env_id
     compiled = compiled_env(env_id)
-    if compiled is not None and compiled.engine == "kernel":
-        from envhive.kernels._adapter import KernelFactory
-
-        kernel_cls: Any = _load(compiled.entry_point)
-        return KernelFactory(kernel_cls, kwargs, max_episode_steps), env_id
-    if compiled is not None and compiled.engine == "torch":
-        from envhive.engines._torch import TorchEnvFactory
-
-        torch_cls: Any = _load(compiled.entry_point)
-        return TorchEnvFactory(torch_cls, kwargs, max_episode_steps), env_id
+    if compiled is not None:  # its engine kind builds the factory (engines._registry)
+        return native_factory(compiled, kwargs, max_episode_steps), env_id
     _import_plugin(env_id)
     try:
         gym.spec(env_id)

@@ -10,13 +10,15 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 import envhive  # noqa: E402
+from envhive.executors import NativeExecutor  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
 
 # Breakout with episodic life and a short time limit: episodes end (both ways) within a few
 # dozen steps, so autoresets happen in a short test.
 ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}
-EXECUTORS = ["serial", "thread", "process", "native"]
+# "native-inline": the native engine with one worker runs the games in the caller.
+EXECUTORS = ["serial", "thread", "process", "native", "native-inline"]
 
 
 def acts(t: int, n: int = 3) -> np.ndarray:
@@ -24,7 +26,8 @@ def acts(t: int, n: int = 3) -> np.ndarray:
 
 
 def make(executor: str, mode: str = "next_step", n: int = 3, **kw):
-    return envhive.make(ID, num_envs=n, executor=executor, autoreset=mode, env_kwargs=KW,
+    ex = NativeExecutor(num_threads=1) if executor == "native-inline" else executor
+    return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs=KW,
                         max_episode_steps=40, **kw)
 
 
@@ -134,9 +137,11 @@ def test_first_env_is_seeded_like_the_others_and_recv_without_send_raises(execut
     b.close()
 
 
-def test_default_executor_is_native_from_two_envs_and_serial_for_one():
+def test_default_executor_is_native_with_worker_processes_from_two_envs():
     one = envhive.make(ID, num_envs=1)
     two = envhive.make(ID, num_envs=2)
-    assert "serial" in repr(one) and "native" in repr(two)
+    # One game runs inline (no worker to wait for); two run in one worker process each.
+    assert "native (auto)" in repr(one) and "threads" not in repr(one)
+    assert "native" in repr(two)
     one.close()
     two.close()

@@ -1,10 +1,12 @@
-"""The engine protocol: what the ``native`` executor drives, and what ``step_all`` returns.
+"""The engine protocol: what the ``native`` executor drives, what builds it, and what
+``step_all`` returns.
 
 An *engine* owns a whole batch of compiled envs and performs the pool's ops on them
-(``envhive._ops``), writing straight into the pool's buffers. envhive has two:
-``envhive.kernels.KernelEngine`` (classic-control kernels) and
-``envhive.envs.mujoco._native.MujocoEngine`` (MuJoCo families). Both are checked against
-:class:`Engine` by mypy; nothing inherits from it.
+(``envhive._ops``), writing straight into the pool's buffers: ``KernelEngine`` (classic-control
+kernels), ``MujocoEngine`` (MuJoCo families), ``TorchEngine`` (torch batched envs), and any
+kind registered in ``envhive.engines._registry``. A :class:`NativeFactory` builds one: called,
+it builds one env (every other executor); ``native_engine`` builds the whole batch. mypy
+checks every engine and factory against these protocols; nothing inherits from them.
 
 Examples:
     >>> import numpy as np
@@ -23,7 +25,7 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "StepAllResult"]
+__all__ = ["Engine", "NativeFactory", "StepAllResult"]
 
 
 class StepAllResult(NamedTuple):
@@ -63,6 +65,10 @@ class Engine(Protocol):
     Attributes:
         props: the envs' properties (one object for all of them).
         num_envs: batch size.
+        device: the torch device the engine writes its results on (the pool then keeps its
+            buffers there when the front end asks for that device: ``BufferSpec.resident``),
+            or ``None``: host arrays.
+        num_threads: threads the engine steps a batch with (``1``: the calling thread only).
 
     Examples:
         >>> from envhive.kernels import CartPoleKernel, KernelEngine
@@ -72,6 +78,8 @@ class Engine(Protocol):
 
     props: EnvProps
     num_envs: int
+    device: Any
+    num_threads: int
 
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (once)."""
@@ -101,4 +109,44 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the envs."""
+        ...
+
+
+@runtime_checkable
+class NativeFactory(Protocol):
+    """The factory of a compiled id (``engines._registry.native_factory`` builds it).
+
+    Every executor gets one per env: the serial, thread and process executors call it for one
+    env (a ``gymnasium.Env`` stepped by the same compiled code, so every executor gives the
+    same numbers); the native executor calls :meth:`native_engine` once for the whole batch.
+    It must pickle (process workers build their envs from it).
+
+    Attributes:
+        preferred_executor: what ``executor="auto"`` picks for a batch of these.
+        preferred_min_envs: ``auto`` picks it from this many envs on.
+        engine_device: where ``native_engine`` builds a batch that can live on a torch device
+            (set by ``make(device=)``; ``None``: the engine's default). Engines of host
+            arrays ignore it.
+
+    Examples:
+        >>> from envhive.engines import compiled_env, native_factory
+        >>> f = native_factory(compiled_env("envhive/Pendulum-v1"), None, None)
+        >>> isinstance(f, NativeFactory), f.key() == native_factory(compiled_env("envhive/Pendulum-v1"), None, None).key()
+        (True, True)
+    """
+
+    preferred_executor: str
+    preferred_min_envs: int
+    engine_device: Any
+
+    def __call__(self) -> Any:
+        """One env (a ``gymnasium.Env``)."""
+        ...
+
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
+        """The native executor's engine for ``num_envs`` of these envs."""
+        ...
+
+    def key(self) -> tuple[Any, ...]:
+        """What must be equal for factories to share one engine (one configuration)."""
         ...

@@ -35,19 +35,22 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from envhive._buffers import Buffers, is_tensor, put_rows
 from envhive._extras import require
-from envhive._ops import RESET, STEP_RESET
+from envhive._ops import RESET_REWARD
 from envhive._report import Completion, EnvProps
-from envhive.engines._protocol import StepAllResult
-from envhive.errors import ConfigError, EnvWorkerError
+from envhive.engines._batched import BatchedOps
+from envhive.errors import ConfigError
 
-__all__ = ["TorchBatchedEnv", "TorchEngine", "NoiseStock", "TorchSingleEnv", "TorchEnvFactory"]
+__all__ = [
+    "TorchBatchedEnv", "TorchEngine", "NoiseStock", "TorchSingleEnv", "TorchEnvFactory",
+    "torch_factory", "bench_peers",
+]
 
 
 class TorchBatchedEnv:
@@ -68,6 +71,8 @@ class TorchBatchedEnv:
     single_action_space: gym.spaces.Space
     metadata: dict[str, Any] = {"render_modes": []}
     default_max_episode_steps: int = 0
+    #: The gymnasium env this one reproduces (``envhive bench``'s peer), if any.
+    gym_id: str = ""
 
     #: Host copies of the env ids of the current call, set by the engine (see host_ids).
     _host_ids: tuple[Any, np.ndarray] | None = None
@@ -165,7 +170,7 @@ class NoiseStock:
         return noise
 
 
-class TorchEngine:
+class TorchEngine(BatchedOps):
     """Drives a :class:`TorchBatchedEnv` for the native executor (see the module docstring)."""
 
     def __init__(self, env: TorchBatchedEnv) -> None:
@@ -175,16 +180,20 @@ class TorchEngine:
         #: Where the env's tensors live: the pool keeps its buffers there when the front end
         #: asks for this device (``Executor.resident_device``).
         self.device = env.device
+        self.num_threads = 1  # torch's own intra-op threads, in the calling thread
         self.props = EnvProps(env.single_observation_space, env.single_action_space,
                               dict(env.metadata), None, None)
         self._space = env.single_action_space
         self._all = np.arange(env.num_envs, dtype=np.int64)
+
+    what = "torch batched envs"  # they take no reset options
 
     def bind(self, buffers: Buffers) -> None:
         """Bind the pool's buffers (once): its device tensors when resident, else tensor views
         of its host arrays."""
         torch = self.torch
         self._b = b = buffers
+        self._bind_ops(b)
         self._resident = b.spec.resident
         if self._resident:
             self._obs, self._reward, self._final = b.obs, b.reward, b.final_obs
@@ -238,88 +247,54 @@ class TorchEngine:
         rows = self.torch.from_numpy(ids)
         return rows.to(self.device, non_blocking=True) if self._resident else rows
 
-    def _reset_rows(self, ids: np.ndarray, seeds: Sequence[int | None]) -> Any:
+    def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None]) -> Any:
         """Reset envs ``ids`` (host ids); returns their observations."""
         dev_ids = self.torch.from_numpy(ids).to(self.device, non_blocking=True)
         self.env._host_ids = (dev_ids, ids)  # what host_ids() answers without reading the device
         return self.env.reset_envs(dev_ids, seeds)
 
-    def _perform(self, ids: np.ndarray, actions: Any, seeded: bool) -> int:
-        """Run the planned op of every env in ``ids``; returns how many stepped envs ended.
-
-        ``actions``: one row per env (numpy, or a tensor for resident buffers). ``seeded``:
-        RESET ops take the seeds of the command block (``run``: resets the pool sent); in
-        ``step_all`` every RESET is an autoreset, and the block's seeds belong to earlier
-        reset calls. The flags cross to the host once, after the step."""
+    # -- the op sequence's primitives (engines._batched.BatchedOps) ---------------------
+    def _step_rows(self, step_ids: np.ndarray, actions: Any) -> int:
+        """Step envs ``step_ids`` (``actions``: one row per env of the pool, numpy, or a
+        tensor for resident buffers). The flags cross to the host once, after the step."""
         torch, env, b = self.torch, self.env, self._b
-        ops = b.ops[ids]
-        resets = ops == RESET
-        done = 0
-        step_ids = ids if not resets.any() else ids[~resets]
-        if step_ids.size:
-            # Every env in order (the common step): whole tensors, no gather or scatter.
-            every = step_ids.size == self.num_envs and (
-                step_ids is self._all or np.array_equal(step_ids, self._all))
-            acts = actions if is_tensor(actions) else torch.from_numpy(actions)
-            if not every:
-                acts = acts[torch.from_numpy(step_ids).to(acts.device)]
-            acts = acts.to(env.device, non_blocking=True)
-            dev_ids = None if every else torch.from_numpy(step_ids).to(env.device, non_blocking=True)
-            obs, reward, term, trunc = env.step_envs(acts, dev_ids)
-            rows = slice(None) if every else self._rows(step_ids)
-            put_rows(self._obs, rows, obs)
-            put_rows(self._reward, rows, reward)
-            put_rows(self._term, rows, term)
-            put_rows(self._trunc, rows, trunc)
-            if self._resident:  # the step's one device-to-host transfer: the (2, n) flags
-                self._host_flags.copy_(b.device_flags)
-            ended = b.terminated[step_ids] | b.truncated[step_ids]
-            done = int(np.count_nonzero(ended))
-            if done:
-                again = step_ids[ended & (ops[~resets] == STEP_RESET)]
-                if again.size:  # same_step: the terminal obs moves to final_obs, then reset
-                    r = self._rows(again)
-                    assert self._final is not None
-                    self._final[r] = self._obs[r]
-                    put_rows(self._obs, r, self._reset_rows(again, [None] * again.size))
-        if resets.any():
-            reset_ids = ids[resets]
-            seeds = [b.seed_of(int(i)) for i in reset_ids] if seeded else [None] * reset_ids.size
-            r = self._rows(reset_ids)
-            put_rows(self._obs, r, self._reset_rows(reset_ids, seeds))
-            self._reward[r] = 0.0
-            self._term[r] = False
-            self._trunc[r] = False
-            if self._resident:  # and their host copy (host buffers: the views above)
-                b.terminated[reset_ids] = False
-                b.truncated[reset_ids] = False
-        return done
+        # Every env in order (the common step): whole tensors, no gather or scatter.
+        every = step_ids.size == self.num_envs and (
+            step_ids is self._all or np.array_equal(step_ids, self._all))
+        acts = actions if is_tensor(actions) else torch.from_numpy(actions)
+        if not every:
+            acts = acts[torch.from_numpy(step_ids).to(acts.device)]
+        acts = acts.to(env.device, non_blocking=True)
+        dev_ids = None if every else torch.from_numpy(step_ids).to(env.device, non_blocking=True)
+        obs, reward, term, trunc = env.step_envs(acts, dev_ids)
+        rows = slice(None) if every else self._rows(step_ids)
+        put_rows(self._obs, rows, obs)
+        put_rows(self._reward, rows, reward)
+        put_rows(self._term, rows, term)
+        put_rows(self._trunc, rows, trunc)
+        if self._resident:  # the step's one device-to-host transfer: the (2, n) flags
+            self._host_flags.copy_(b.device_flags)
+        return int(np.count_nonzero(b.terminated[step_ids] | b.truncated[step_ids]))
 
-    def step_all(self, actions: Any) -> StepAllResult:
-        """Run every env's op with ``actions`` (validated first: nothing runs if one is bad)."""
-        bad = self._first_bad(actions, self._all[self._b.ops != RESET])
-        if bad >= 0:
-            return StepAllResult(bad, 0, None, None)
-        return StepAllResult(-1, self._perform(self._all, actions, seeded=False), None, None)
+    def _reset_rows(
+        self, ids: np.ndarray, seeds: Sequence[int | None], out: Completion | None
+    ) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
+        put_rows(self._obs, self._rows(ids), self._reset_envs(ids, seeds))
+        return ids, {}
 
-    def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
-        """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
-        b = self._b
-        if options and np.any(b.ops[ids] == RESET):
-            for i in ids[b.ops[ids] == RESET].tolist():
-                out.errors[i] = EnvWorkerError(
-                    f"reset options are not supported by torch batched envs, got {sorted(options)}",
-                    env_id=i, cause_type="ConfigError",
-                )
-            ids = ids[b.ops[ids] != RESET]
-        if not ids.size:
-            return
-        self._perform(ids, b.actions, seeded=True)
-        out.env_ids.extend(ids.tolist())
-        if b.final_obs is not None:
-            ended = b.terminated[ids] | b.truncated[ids]
-            for i in ids[ended & (b.ops[ids] == STEP_RESET)].tolist():
-                out.final_infos[i] = {}
+    def _keep_final(self, ids: np.ndarray) -> None:
+        r = self._rows(ids)
+        assert self._final is not None
+        self._final[r] = self._obs[r]
+
+    def _clear_reset_rows(self, ids: np.ndarray) -> None:
+        r = self._rows(ids)
+        self._reward[r] = RESET_REWARD
+        self._term[r] = False
+        self._trunc[r] = False
+        if self._resident:  # and their host copy (host buffers: the views above)
+            self._b.terminated[ids] = False
+            self._b.truncated[ids] = False
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -386,6 +361,22 @@ class TorchSingleEnv(gym.Env):
         return obs[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
 
 
+def torch_factory(entry: Any, kwargs: dict[str, Any], max_episode_steps: int | None) -> TorchEnvFactory:
+    """The ``"torch"`` engine kind's factory builder (``engines._registry``)."""
+    from envhive.engines._registry import load_entry_point
+
+    return TorchEnvFactory(load_entry_point(entry.entry_point), kwargs, max_episode_steps)
+
+
+def bench_peers(entry: Any, num_envs: int) -> list[tuple[str, str, Any]]:
+    """``envhive bench``'s peer for a torch id: gymnasium's env it reproduces, if it names one."""
+    from envhive.engines._peers import gymnasium_peers
+    from envhive.engines._registry import load_entry_point
+
+    gym_id = load_entry_point(entry.entry_point).gym_id
+    return gymnasium_peers(gym_id, num_envs) if gym_id else []
+
+
 class TorchEnvFactory:
     """A picklable factory for a torch batched env id (or class): one env (a batch of 1) when
     called, for the serial, thread and process executors; a :class:`TorchEngine` of the whole
@@ -426,3 +417,13 @@ class TorchEnvFactory:
 
     def __repr__(self) -> str:
         return self.env_cls.__name__
+
+
+if TYPE_CHECKING:
+    from envhive.engines._protocol import Engine, NativeFactory
+
+    def _implements_engine(engine: TorchEngine) -> Engine:
+        return engine  # mypy checks TorchEngine against the Engine protocol here
+
+    def _implements_factory(factory: TorchEnvFactory) -> NativeFactory:
+        return factory  # and its factory against NativeFactory

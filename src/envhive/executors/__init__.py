@@ -108,13 +108,11 @@ def available_executors(include_specialized: bool = False) -> list[str]:
 def _auto_choice(factories: Sequence[Any]) -> str:
     """What ``"auto"`` picks: the envs' preferred executor if they all share one (and there
     are at least the factories' ``preferred_min_envs`` envs, default 2: one env never gains
-    from threads or worker processes), else the best general executor."""
+    from threads), else the best general executor."""
     preferred = {getattr(f, "preferred_executor", None) for f in factories}
     min_envs = max((getattr(f, "preferred_min_envs", 2) for f in factories), default=2)
     if len(factories) < min_envs:
-        preferred -= {"thread", "process"}
-        if factories and all(hasattr(f, "preferred_min_envs") for f in factories):
-            preferred = {None}  # declared: the preference starts at that many envs (Atari: 2)
+        preferred.discard("thread")
     if len(preferred) == 1:
         name = preferred.pop()
         entry = _REGISTRY.get(name) if isinstance(name, str) else None

@@ -32,7 +32,7 @@ import numpy as np
 
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
-from envhive.engines import Engine, StepAllResult
+from envhive.engines import Engine, NativeFactory, StepAllResult
 from envhive.errors import ConfigError
 from envhive.executors._protocol import RunsInSend
 
@@ -41,7 +41,7 @@ __all__ = ["NativeExecutor", "is_native_factory"]
 
 def is_native_factory(factory: Any) -> bool:
     """Whether ``factory`` can build a native engine (envhive's compiled ids)."""
-    return callable(getattr(factory, "native_engine", None))
+    return isinstance(factory, NativeFactory)
 
 
 class NativeExecutor(RunsInSend):
@@ -91,10 +91,11 @@ class NativeExecutor(RunsInSend):
                     f"env {i}: the native executor steps one batch with one configuration, "
                     f"got {f.key()} but env 0 has {first.key()}"  # type: ignore[attr-defined]
                 )
-        engine: Engine = first.native_engine(len(factories), self.num_threads)  # type: ignore[attr-defined]
+        assert isinstance(first, NativeFactory)  # checked above
+        engine = first.native_engine(len(factories), self.num_threads)
         self._engine = engine
         # Engines whose envs live in tensors (TorchEngine) write results on their device.
-        self.resident_device = getattr(engine, "device", None)
+        self.resident_device = engine.device
         return [engine.props] * len(factories)
 
     def _live(self) -> Engine:
@@ -128,8 +129,8 @@ class NativeExecutor(RunsInSend):
         self._live().set_attr(name, values, env_ids)
 
     def describe(self) -> str:
-        threads = getattr(self._engine, "num_threads", None)
-        return f"native, {threads} threads" if threads and threads > 1 else "native"
+        threads = self._engine.num_threads if self._engine is not None else 1
+        return f"native, {threads} threads" if threads > 1 else "native"
 
     def close(self) -> None:
         if self._engine is not None:

@@ -17,9 +17,11 @@ from envhive.errors import ActionError, ConfigError
 from envhive.kernels._kernel import Binding, Kernel
 
 if TYPE_CHECKING:
-    from envhive.engines import Engine
+    from collections.abc import Callable
 
-__all__ = ["KernelEnv", "KernelFactory"]
+    from envhive.engines import CompiledEnv, Engine, NativeFactory
+
+__all__ = ["KernelEnv", "KernelFactory", "kernel_factory", "bench_peers"]
 
 
 class KernelEnv(gym.Env):
@@ -115,8 +117,10 @@ class KernelFactory:
         Discrete(2)
     """
 
-    #: The executor ``executor="auto"`` picks for a batch of these.
+    #: The executor ``executor="auto"`` picks for a batch of these (from 2 envs on).
     preferred_executor = "native"
+    preferred_min_envs = 2
+    engine_device: Any = None  # host arrays only
 
     def __init__(
         self, kernel_cls: type[Kernel], kwargs: dict[str, Any], max_episode_steps: int | None
@@ -144,3 +148,25 @@ class KernelFactory:
 
     def __repr__(self) -> str:
         return self.kernel_cls.id
+
+
+def kernel_factory(entry: CompiledEnv, kwargs: dict[str, Any], max_episode_steps: int | None) -> NativeFactory:
+    """The ``"kernel"`` engine kind's factory builder (``engines._registry``)."""
+    from envhive.engines import load_entry_point
+
+    return KernelFactory(load_entry_point(entry.entry_point), kwargs, max_episode_steps)
+
+
+def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Callable[[], Any]]]:
+    """``envhive bench``'s peer for a kernel id: gymnasium's own env of ``Kernel.gym_id``,
+    numpy-vectorized where gymnasium has that."""
+    from envhive.engines import load_entry_point
+    from envhive.engines._peers import gymnasium_peers
+
+    return gymnasium_peers(load_entry_point(entry.entry_point).gym_id, num_envs)
+
+
+if TYPE_CHECKING:
+
+    def _implements_factory(factory: KernelFactory) -> NativeFactory:
+        return factory  # mypy checks KernelFactory against the NativeFactory protocol here

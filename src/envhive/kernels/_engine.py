@@ -15,16 +15,18 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import RESET
 from envhive._report import Completion, EnvProps
 from envhive.engines import StepAllResult
-from envhive.engines._compiled import reset_rows
-from envhive.errors import ConfigError, EnvWorkerError
+
+if TYPE_CHECKING:
+    from envhive.engines import Engine
+from envhive.engines._batched import ended_rows, refuse_reset_options, reset_seeds, split_ops
+from envhive.errors import ConfigError
 from envhive.kernels._kernel import Binding, Kernel
 
 __all__ = ["KernelEngine"]
@@ -44,6 +46,8 @@ class KernelEngine:
         self.kernel = k = kernel
         self.props = EnvProps(k.observation_space, k.action_space, dict(k.metadata), None, None)
         self.num_envs = k.num_envs
+        self.device = None  # host arrays
+        self.num_threads = 1  # the calling thread
         self._drive = type(k).driver()
         self._all = np.arange(k.num_envs, dtype=np.int64)
 
@@ -63,34 +67,27 @@ class KernelEngine:
         return _result(StepAllResult, (bad, done, None, None))
 
     def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
-        """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``."""
+        """Run the ops of ``ids`` (actions from the bound buffers) and report them in ``out``.
+
+        The compiled driver performs every op itself (``_ops``' rules, compiled); around it,
+        the shared steps of ``engines._batched``: RESETs with options fail as their envs'
+        errors, RESETs take the command block's seeds, and rows that reset after their step
+        report the step's info (kernels have none) as their final info."""
         b, k = self._buffers, self.kernel
-        resets = b.ops[ids] == RESET
-        if np.count_nonzero(resets):
-            reset_ids = ids[resets].tolist()
-            if options:
-                # Pool bookkeeping stays consistent: the envs are reported as failed.
-                for i in reset_ids:
-                    out.errors[i] = EnvWorkerError(
-                        f"reset options are not supported by envhive kernels, got {sorted(options)}",
-                        env_id=i,
-                        cause_type="ConfigError",
-                    )
-                ids = ids[~resets]
-            else:
-                for i in reset_ids:
-                    if b.has_seed[i]:
-                        k.seed(i, b.seed_of(i))
-                k.restock(reset_ids)  # envs reset for the first time have no stock yet
+        ids = refuse_reset_options(ids, b.ops, options, out, "envhive kernels")
+        _, reset_ids = split_ops(ids, b.ops)
+        if reset_ids.size:
+            for i, seed in zip(reset_ids.tolist(), reset_seeds(b, reset_ids)):
+                if seed is not None:
+                    k.seed(i, seed)
+            k.restock(reset_ids.tolist())  # envs reset for the first time have no stock yet
         if ids.size:
             _, low, _ = self._drive(ids, b.actions, self._table, False)
             if low:
                 k.restock()
             out.env_ids.extend(ids.tolist())
             if b.final_obs is not None:
-                # Like EnvRunner: a STEP_RESET that ended an episode reports the step's info
-                # (kernels have none) as the final info.
-                for i in reset_rows(ids, b.ops, b.terminated, b.truncated).tolist():
+                for i in ended_rows(ids, b.ops, b.terminated, b.truncated).tolist():
                     out.final_infos[i] = {}
 
     def call(
@@ -126,3 +123,9 @@ class KernelEngine:
     def close(self) -> None:
         """Nothing to release but references."""
         self._binding = None
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(engine: KernelEngine) -> Engine:
+        return engine  # mypy checks KernelEngine against the Engine protocol here

@@ -16,8 +16,7 @@ Examples:
     >>> env.close()
 """
 
-from envhive.envs.atari._engine import AtariEngine
 from envhive.envs.atari._env import AtariEnv
 from envhive.envs.atari._options import AtariOptions, game_name, rom_ids
 
-__all__ = ["AtariEngine", "AtariEnv", "AtariOptions", "game_name", "rom_ids"]
+__all__ = ["AtariEnv", "AtariOptions", "game_name", "rom_ids"]

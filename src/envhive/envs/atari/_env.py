@@ -115,26 +115,6 @@ class AtariEnv(gym.Env):
         #: The unclipped reward of the last step (0 after a reset).
         self.raw_reward = 0.0
 
-    @staticmethod
-    def native_engine(num_envs: int, kwargs: dict[str, Any], num_threads: int | None = None) -> Any:
-        """The native executor's engine for ``num_envs`` of these: worker processes stepping
-        the games, results in shared memory (:class:`envhive.envs.atari.AtariEngine`);
-        ``num_threads`` worker processes (``None``: one per core)."""
-        from envhive.envs.atari._engine import AtariEngine
-
-        return AtariEngine(num_envs, kwargs, num_threads)
-
-    @staticmethod
-    def check_kwargs(kwargs: dict[str, Any]) -> None:
-        """Check the keywords of ``AtariEnv(**kwargs)`` without building it (``envhive.make``
-        calls this, so a bad option is a ConfigError there, not in a worker).
-
-        Examples:
-            >>> AtariEnv.check_kwargs({"game": "pong", "frame_skip": 2})
-        """
-        kw = dict(kwargs)
-        AtariOptions.parse(rom_of_game(kw.pop("game", "pong")), kw)
-
     def _seed(self, seed: int | None) -> int:
         """Restart the no-op generator from ``seed`` and return the ALE seed, both drawn as
         gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a seed

@@ -36,9 +36,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from envhive.engines._registry import CompiledEnv
 from envhive.errors import ConfigError, ConfigTypeError, UnexpectedKeywordError
 
-__all__ = ["AtariOptions", "ALIASES", "rom_ids", "game_name", "rom_of_game"]
+__all__ = ["AtariOptions", "ALIASES", "rom_ids", "game_name", "rom_of_game", "atari_entries"]
 
 #: ale-py's spelling -> EnvPool's (``max_num_frames_per_episode`` is converted: frames to
 #: agent steps).
@@ -225,3 +226,15 @@ def rom_of_game(game: str) -> str:
         f"Atari game {game!r}: expected a ROM shipped with ale-py (pip install 'envhive[atari]')"
         + (f"; did you mean {', '.join(near)}?" if near else "")
     )
+
+
+def atari_entries() -> list[CompiledEnv]:
+    """The ``"atari"`` engine kind's ids: ``envhive/<Game>-v5`` per ROM ale-py ships (none
+    without ale-py), listed the first time ids are listed.
+
+    Examples:
+        >>> all(e.engine == "atari" for e in atari_entries())
+        True
+    """
+    return [CompiledEnv(f"envhive/{game_name(rom)}-v5", "atari", "envhive.envs.atari:AtariEnv",
+                        kwargs=(("game", rom),)) for rom in rom_ids()]

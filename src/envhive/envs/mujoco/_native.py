@@ -48,12 +48,13 @@ import numba
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import RESET, RESET_REWARD
+from envhive._ops import RESET
 from envhive._report import Completion, env_error, env_props
 from envhive._runner import EnvRunner
-from envhive.engines import Engine, StepAllResult, family_of
+from envhive.engines import Engine, family_of
+from envhive.engines._batched import BatchedOps
 from envhive.engines._compiled import address_to_voidptr as _ptr
-from envhive.engines._compiled import first_bad_action, reset_rows
+from envhive.engines._compiled import first_bad_action
 from envhive.engines._jit import jit
 from envhive.engines._libmujoco import libmujoco_fns
 from envhive.envs.mujoco._base import MujocoEnv
@@ -134,7 +135,7 @@ def _driver(family: type[Family]) -> tuple[Any, Any]:
     return drivers
 
 
-class MujocoEngine:
+class MujocoEngine(BatchedOps):
     """Steps ``num_envs`` envhive MuJoCo envs of one compiled family, in parallel threads.
 
     Args:
@@ -169,13 +170,13 @@ class MujocoEngine:
         self._runner = EnvRunner(self.envs, first_id=0)  # call, set_attr and close, as elsewhere
         self.props = env_props(env0)
         self.num_envs = n = num_envs
+        self.device = None  # host arrays
         limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
         self.num_threads = max(1, min(num_threads or limit, limit, n))
         self._max_steps = np.int64(env0._max_steps)
         self._elapsed = np.zeros(n, np.int64)
         self._f64 = np.dtype(np.float64)
         self._vals = np.zeros((len(family.info) + family.scratch_rows, n), np.float64)
-        self._ids = np.arange(n, dtype=np.int64)
         space = self.props.action_space
         self._acts = np.zeros((n, *space.shape), np.float32)  # type: ignore[misc]
         self._low = np.asarray(space.low, np.float64).reshape(-1)  # type: ignore[attr-defined]
@@ -203,9 +204,12 @@ class MujocoEngine:
         self._max_steps = np.int64(self.envs[0]._max_steps)
 
     # ------------------------------------------------------------------ protocol
+    reset_options = True  # accepted and ignored, as by gymnasium's MuJoCo envs
+
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (obs must be a float64 array: the envs' Box)."""
         self._buffers = buffers
+        self._bind_ops(buffers)
 
     def _parallel(self, fn: Any, *args: Any) -> Any:
         """Call a compiled parallel function on this engine's threads."""
@@ -224,9 +228,8 @@ class MujocoEngine:
             self._drive, ids, ops, self._table, self._params, actions, b.obs, b.reward,
             b.terminated, b.truncated, self._elapsed, self._max_steps, self._vals,
         ))
-        if self.family.finishes_step:
-            stepped = ids[ops[ids] != RESET]
-            self.family.finish_step(self._vals, self._params, b.reward, stepped)
+        if self.family.finishes_step:  # ids holds no RESET (BatchedOps steps step ids only)
+            self.family.finish_step(self._vals, self._params, b.reward, ids)
         return done
 
     def _step_infos(self, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -244,52 +247,38 @@ class MujocoEngine:
         self.family.finish_infos(infos)
         return infos
 
-    def step_all(self, actions: np.ndarray) -> StepAllResult:
-        """Validate ``actions`` (bounds, NaN), then run every env's op in one parallel call."""
+    # -- the op sequence's primitives (engines._batched.BatchedOps) ---------------------
+    def _first_bad(self, actions: np.ndarray, ids: np.ndarray) -> int:
+        """Bounds and NaN, checked for every row of the batch (one compiled pass)."""
         acts = actions if actions.ndim == 2 else actions.reshape(self.num_envs, -1)
-        bad = first_bad_action(acts, self._low, self._high)
-        if bad >= 0:
-            return StepAllResult(bad, 0, None, None)
-        self._acts[...] = actions
-        b = self._buffers
-        done = self._run_compiled(self._ids, b.ops, self._acts)
-        infos = self._step_infos()
-        reset_infos: dict[int, dict[str, Any]] = {}
-        resets = np.flatnonzero(b.ops == RESET)
-        if done and b.final_obs is not None:
-            ended = reset_rows(self._ids, b.ops, b.terminated, b.truncated)
-            if ended.size:
-                b.final_obs[ended] = b.obs[ended]
-                resets = np.union1d(resets, ended)
-        if resets.size:
-            # Autoresets: no seed (the command block's seeds belong to earlier reset calls).
-            self._reset_many(resets.tolist(), seeded=False, infos=reset_infos)
-        return StepAllResult(-1, done, infos, reset_infos)
+        return int(first_bad_action(acts, self._low, self._high))
 
-    def _reset_many(
-        self,
-        ids: list[int],
-        seeded: bool,
-        infos: dict[int, dict[str, Any]],
-        out: Completion | None = None,
-    ) -> None:
+    def _step_rows(self, ids: np.ndarray, actions: np.ndarray) -> int:
+        """Step envs ``ids`` in one parallel call (float32 actions, as the envs' ``ctrl``)."""
+        if actions is not self._buffers.actions:  # the caller's batch: as the compiled step takes it
+            self._acts[...] = actions
+            actions = self._acts
+        return self._run_compiled(ids, self._buffers.ops, actions)
+
+    def _step_info_rows(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
+        return self._step_infos(ids)
+
+    def _reset_rows(
+        self, ids: np.ndarray, seeds: Sequence[int | None], out: Completion | None
+    ) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
         """Reset envs ``ids`` as their ``reset`` would (``MujocoEnv.reset``: seed, then
         ``mj_resetData``, the noisy start state, ``mj_forward``), their observations written
-        by one compiled call; each env's reset info goes into ``infos``.
-
-        ``seeded``: seed an env first if the command block has a seed for it (RESET ops).
-        With ``out``, an env whose start state raises is reported there as failed and left
-        out; without, the exception propagates.
-        """
+        by one compiled call. An env whose start state raises is reported in ``out`` (without
+        ``out``, the exception propagates)."""
         b, envs = self._buffers, self.envs
-        qpos = np.empty((len(ids), self._nq))
-        qvel = np.empty((len(ids), self._nv))
+        qpos = np.empty((ids.size, self._nq))
+        qvel = np.empty((ids.size, self._nv))
         done: list[int] = []
-        for i in ids:
+        for i, seed in zip(ids.tolist(), seeds):
             env = envs[i]
             try:
-                if seeded and b.ops[i] == RESET and b.has_seed[i]:
-                    gym.Env.reset(env, seed=b.seed_of(i))  # MujocoEnv.reset's super().reset
+                if seed is not None:
+                    gym.Env.reset(env, seed=seed)  # MujocoEnv.reset's super().reset
                 qpos[len(done)], qvel[len(done)] = env._reset_state()
             except Exception as err:
                 if out is None:
@@ -297,50 +286,20 @@ class MujocoEngine:
                 out.errors[i] = env_error("reset", err, i)
                 continue
             done.append(i)
-        if not done:
-            return
         arr = np.array(done, dtype=np.int64)
+        infos: dict[int, dict[str, Any]] = {}
+        if not done:
+            return arr, infos
         k = arr.size
         self._parallel(self._reset_drive, arr, self._table, self._params, qpos[:k], qvel[:k], b.obs)
         self._elapsed[arr] = 0
-        resets = arr[b.ops[arr] == RESET]
-        b.reward[resets] = RESET_REWARD
-        b.terminated[resets] = False
-        b.truncated[resets] = False
         for i in done:
             env = envs[i]
             env._elapsed_steps = 0
-            infos[i] = env._reset_info()
-
-    def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
-        """The general path: the ops of ``ids``, actions from the pool's buffers. Envs are
-        reported in ``ids`` order, as ``EnvRunner`` reports them. Reset ``options`` are
-        accepted and ignored, as by gymnasium's MuJoCo envs."""
-        b = self._buffers
-        ops = b.ops[ids]
-        stepped = ids[ops != RESET]
-        infos: dict[int, dict[str, Any]] = {}
-        if stepped.size:
-            self._run_compiled(stepped, b.ops, b.actions)
-            batched = self._step_infos(stepped)
-            keys = list(batched.items())
-            ended = set(reset_rows(stepped, b.ops, b.terminated, b.truncated).tolist())
-            autoreset: list[int] = []
-            for pos, i in enumerate(stepped.tolist()):
-                info = {k: v[pos] for k, v in keys}
-                if i in ended:
-                    b.final_obs[i] = b.obs[i]  # type: ignore[index]
-                    out.final_infos[i] = info
-                    autoreset.append(i)
-                else:
-                    infos[i] = info
-            self._reset_many(autoreset, False, infos, out)
-        self._reset_many(ids[ops == RESET].tolist(), True, infos, out)
-        for i in ids.tolist():
-            if i in infos:  # else it failed, and out.errors says why
-                if infos[i]:
-                    out.infos[i] = infos[i]
-                out.env_ids.append(i)
+            info = env._reset_info()
+            if info:
+                infos[i] = info
+        return arr, infos
 
     def _runner_for(self, env_ids: Sequence[int] | None) -> EnvRunner:
         """The runner of every env (``None``), or of the envs ``env_ids`` in that order."""

@@ -43,6 +43,7 @@ class TorchCartPole(TorchBatchedEnv):
     """
 
     default_max_episode_steps = 500
+    gym_id = "CartPole-v1"
     _high = np.array([_X_THRESHOLD * 2, np.inf, _THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
     single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
     single_action_space = gym.spaces.Discrete(2)

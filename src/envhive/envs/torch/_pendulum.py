@@ -45,6 +45,7 @@ class TorchPendulum(TorchBatchedEnv):
     """
 
     default_max_episode_steps = 200
+    gym_id = "Pendulum-v1"
     _obs_high = np.array([1.0, 1.0, _MAX_SPEED], dtype=np.float32)
     single_observation_space = gym.spaces.Box(-_obs_high, _obs_high, dtype=np.float32)
     single_action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, shape=(1,), dtype=np.float32)

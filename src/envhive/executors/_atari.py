@@ -1,4 +1,10 @@
-"""The native executor's Atari engine: worker processes stepping ALE, every result in shared memory.
+"""The ``"atari"`` engine kind: worker processes stepping ALE, every result in shared memory.
+
+Registered in ``envhive.engines._registry`` (ids listed by ``envs.atari._options.atari_entries``,
+factories built by :func:`atari_factory`, bench peers by :func:`bench_peers`). It lives with
+the executors, not in ``envs/atari``, because it is process machinery: it reuses the process
+executor's spawning (``main_hidden``, the start method) and its poll-then-block wait, and envs
+never import executors.
 
 ALE's ``act`` holds the GIL, so a batch of Atari games runs in worker processes. The general
 process executor does that for any env, but it sends each worker's infos back through a pipe,
@@ -9,10 +15,12 @@ rewards and flags, as columns into one shared-memory block: a step is one semaph
 worker and one wait, and nothing is pickled.
 
 Each worker owns a contiguous slice of envs (:class:`~envhive.envs.atari.AtariEnv`, the very
-class every other executor runs, so frames are the same for a seed by construction) and
-performs the pool's ops on them (``envhive._ops``): STEP, RESET (seeded from the command
-block) and STEP_RESET (the terminal frame to ``final_obs``, then a reset). The op handling is
-:meth:`AtariEngine._perform`, one method, the piece a shared op-rule helper replaces.
+class every other executor runs, so frames are the same for a seed by construction) and does
+two things to them: step (``advance``) and reset (seeded or not). Everything around the op
+rule (which rows step, which reset after their step, where the terminal frame goes, which
+infos are final infos) is the shared sequence of batched engines,
+:class:`envhive.engines._batched.BatchedOps`, which this engine subclasses with those two
+primitives.
 
 Examples:
     >>> import envhive, numpy as np
@@ -30,19 +38,28 @@ import multiprocessing as mp
 import time
 import traceback
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import shared_memory
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._ops import RESET, STEP_RESET
+from envhive._ops import RESET, STEP
 from envhive._report import Completion, EnvProps
-from envhive.engines._protocol import StepAllResult
+from envhive.engines._batched import BatchedOps
+from envhive.engines._registry import CompiledEnv
+from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 from envhive.errors import ConfigError, EnvWorkerError, WorkerDiedError
+from envhive.executors._process import default_start_method
+from envhive.executors._spawn import main_hidden, usable_cpus
+from envhive.executors._worker import SpinPolicy, wait_command
 
-__all__ = ["AtariEngine", "INFO_KEYS"]
+if TYPE_CHECKING:
+    from envhive.engines import Engine, NativeFactory
+    from envhive.envs.atari._env import AtariEnv
+
+__all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_KEYS"]
 
 #: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
 INFO_KEYS: tuple[tuple[str, type], ...] = (
@@ -64,16 +81,14 @@ def _layout(n: int, obs_shape: tuple[int, ...]) -> dict[str, tuple[np.dtype, tup
         "seeds": (np.dtype(np.uint64), (n,)),
         "has_seed": (np.dtype(np.bool_), (n,)),
         "obs": (np.dtype(np.uint8), (n, *obs_shape)),
-        "final_obs": (np.dtype(np.uint8), (n, *obs_shape)),
         "reward": (np.dtype(np.float64), (n,)),
         "terminated": (np.dtype(np.bool_), (n,)),
         "truncated": (np.dtype(np.bool_), (n,)),
-        "was_reset": (np.dtype(np.bool_), (n,)),  # a STEP_RESET that ended and reset
         "failed": (np.dtype(np.bool_), (n,)),
     }
     for key, dtype in INFO_KEYS:
-        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # the row's info (reset info if reset)
-        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the step's info (final info if reset)
+        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # the reset info of a RESET
+        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the step info of a STEP
     return fields
 
 
@@ -99,8 +114,9 @@ def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any
         v[prefix + key][i] = value
 
 
-def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, conn: Any) -> None:
-    """Perform the ops of this worker's envs (the ones not ``_IDLE``)."""
+def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, report: Any) -> None:
+    """Perform the ops of this worker's envs (STEP or RESET; the rest are ``_IDLE``). An env
+    that raises is marked ``failed`` and ``report(i, err, traceback)`` says why."""
     ops, obs, acts = v["ops"], v["obs"], v["actions"]
     for k, env in enumerate(envs):
         i = lo + k
@@ -111,33 +127,21 @@ def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, conn: Any) -> Non
             if op == RESET:
                 seed = int(v["seeds"][i]) if v["has_seed"][i] else None
                 obs[i], _ = env.reset(seed=seed)
-                v["reward"][i] = 0.0
-                v["terminated"][i] = v["truncated"][i] = False
-                _write_info(v, "info_", i, env.info_values())
-                continue
-            reward, term, trunc = env.advance(int(acts[i]))
-            v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
-            values = env.info_values()
-            _write_info(v, "step_", i, values)
-            if op == STEP_RESET and (term or trunc):
-                v["final_obs"][i] = env.frames
-                obs[i], _ = env.reset()
-                v["was_reset"][i] = True
                 _write_info(v, "info_", i, env.info_values())
             else:
+                reward, term, trunc = env.advance(int(acts[i]))
+                v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
                 obs[i] = env.frames
-                v["was_reset"][i] = False
-                _write_info(v, "info_", i, values)
+                _write_info(v, "step_", i, env.info_values())
         except Exception as err:  # reported per env; the worker carries on
             v["failed"][i] = True
-            conn.send((i, type(err).__name__, str(err), traceback.format_exc()))
+            report(i, err, traceback.format_exc())
 
 
 def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[str, Any],
             cmd_sem: Any, done_sem: Any, conn: Any, spin: tuple[float, bool]) -> None:
     """Worker ``w``: build envs ``[lo, hi)``, then serve commands until told to close."""
     from envhive.envs.atari._env import AtariEnv
-    from envhive.executors._worker import SpinPolicy, wait_command
 
     policy = SpinPolicy(*spin)
     parent = mp.parent_process()
@@ -158,7 +162,7 @@ def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[s
             wait_command(cmd_sem, policy, parent)
             if v["cmd"][0] == _CLOSE:
                 break
-            _serve(v, envs, lo, conn)
+            _serve(v, envs, lo, lambda i, err, tb: conn.send((i, type(err).__name__, str(err), tb)))
             done_sem.release()
         del v
     finally:
@@ -187,9 +191,10 @@ def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, views: dict[str, np.n
         pass
 
 
-class AtariEngine:
+class AtariEngine(BatchedOps):
     """A batch of Atari games on worker processes, for the native executor (see the module
-    docstring).
+    docstring). With one worker (one env, or one usable core) the games run in the caller,
+    as on the serial executor: a round trip would only add latency.
 
     Args:
         num_envs: batch size.
@@ -197,32 +202,42 @@ class AtariEngine:
         num_workers: worker processes (``None``: one per usable core, at most ``num_envs``).
     """
 
+    what = "the native Atari engine (use executor='process' for reset options)"
+    device = None  # host arrays
+
     def __init__(self, num_envs: int, kwargs: dict[str, Any], num_workers: int | None = None) -> None:
         from envhive.envs.atari._env import AtariEnv
-        from envhive.executors._process import default_start_method
-        from envhive.executors._spawn import main_hidden, usable_cpus
 
         probe = AtariEnv(**kwargs)  # spaces, and bad options fail here, in the caller
         self.props = EnvProps(probe.observation_space, probe.action_space, dict(probe.metadata),
                               probe.render_mode, None)
         self._num_actions = len(probe._actions)
         shape = tuple(probe.frames.shape)
-        probe.close()
         self.num_envs = n = int(num_envs)
         workers = max(1, min(num_workers or usable_cpus(), n))
-        self.num_threads = workers  # what the native executor's describe() shows
+        self.num_threads = workers  # the native executor's describe(): worker processes here
         layout = _layout(n, shape)
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        self._inline: list[Any] | None = None
+        self._finalizer: Any = None
+        self._bounds = bounds = np.linspace(0, n, workers + 1).astype(int)
+        if workers == 1:
+            # Inline: the games in this process, the same code on plain arrays.
+            self._inline = [probe] + [AtariEnv(**kwargs) for _ in range(n - 1)]
+            self._raised: dict[int, EnvWorkerError] = {}
+            self._v = _views(bytearray(_size(layout)), layout)
+            self._v["ops"][:] = _IDLE
+            self._finalizer = weakref.finalize(self, lambda: None)
+            return
+        probe.close()
         self._shm = shared_memory.SharedMemory(create=True, size=_size(layout))
         self._v = v = _views(self._shm.buf, layout)
         v["ops"][:] = _IDLE
         ctx: Any = mp.get_context(default_start_method())
         self._done = ctx.Semaphore(0)
         self._cmd = [ctx.Semaphore(0) for _ in range(workers)]
-        self._conns, self._procs = [], []
-        self._bounds = bounds = np.linspace(0, n, workers + 1).astype(int)
         # Waiters poll before they block, yielding the core unless each process has one.
-        from envhive.executors._worker import SpinPolicy
-
         spin = (_SPIN_S, workers + 1 > usable_cpus())
         self._spin = SpinPolicy(*spin)
         for w in range(workers):
@@ -237,7 +252,6 @@ class AtariEngine:
             self._procs.append(p)
         self._finalizer = weakref.finalize(self, _stop, self._procs, self._cmd, self._shm, self._v)
         self._wait_all()
-        self._all = np.arange(n, dtype=np.int64)
 
     # -- worker round trip --------------------------------------------------------------
     def _wait_all(self) -> None:
@@ -262,6 +276,7 @@ class AtariEngine:
         if -1 in errors:
             self.close()
             raise errors[-1]
+        self._raised = errors
 
     def _errors(self) -> dict[int, EnvWorkerError]:
         out: dict[int, EnvWorkerError] = {}
@@ -272,104 +287,81 @@ class AtariEngine:
                                         worker_traceback=tb, cause_type=kind)
         return out
 
-    def _round(self) -> None:
-        for sem in self._cmd:
-            sem.release()
-        self._wait_all()
+    def _round(self, ids: np.ndarray, op: int) -> dict[int, EnvWorkerError]:
+        """Run ``op`` (STEP or RESET) on envs ``ids`` in the workers; their errors by env."""
+        v = self._v
+        every = ids.size == self.num_envs
+        rows = slice(None) if every else ids
+        v["ops"][rows] = op
+        v["failed"][rows] = False
+        try:
+            if self._inline is not None:
+                raised: dict[int, EnvWorkerError] = {}
+
+                def report(i: int, err: Exception, tb: str) -> None:
+                    raised[i] = EnvWorkerError(f"the env raised {type(err).__name__}: {err}",
+                                               env_id=i, worker_traceback=tb,
+                                               cause_type=type(err).__name__)
+
+                _serve(v, self._inline, 0, report)
+                return raised
+            for sem in self._cmd:
+                sem.release()
+            self._wait_all()
+            return self._raised
+        finally:
+            v["ops"][rows] = _IDLE
 
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (once)."""
-        self._b = buffers
+        self._bind_ops(buffers)
 
-    # -- ops ----------------------------------------------------------------------------
-    def _perform(self, ids: np.ndarray, actions: np.ndarray, seeded: bool) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
-        """Run the planned op of every env in ``ids`` in the workers and copy the results into
-        the pool's buffers; returns ``(rows that reset, their reset infos)``. RESET ops take
-        the seeds of the command block when ``seeded`` (``run``: resets the pool sent; in
-        ``step_all`` every RESET is an autoreset, whose seeds belong to earlier calls)."""
-        b, v = self._b, self._v
+    # -- the primitives of BatchedOps -----------------------------------------------------
+    def _first_bad(self, actions: Any, ids: np.ndarray) -> int:
+        acts = actions[ids]
+        bad = np.flatnonzero((acts < 0) | (acts >= self._num_actions))
+        return int(ids[bad[0]]) if bad.size else -1
+
+    def _step_rows(self, ids: np.ndarray, actions: Any) -> int:
+        b, v = self._ob, self._v
         every = ids.size == self.num_envs
-        ops = b.ops if every else b.ops[ids]
-        v["ops"][ids] = ops
-        v["actions"][ids] = actions if every else actions[ids]
-        v["failed"][ids] = False
-        resets = ids[ops == RESET]
-        v["has_seed"][resets] = False
-        if seeded:
-            for i in resets.tolist():
-                seed = b.seed_of(i)
-                if seed is not None:
-                    v["seeds"][i], v["has_seed"][i] = seed, True
-        try:
-            self._round()
-        finally:
-            if not every:
-                v["ops"][ids] = _IDLE
         rows = slice(None) if every else ids
+        v["actions"][rows] = actions[rows]
+        raised = self._round(ids, STEP)
+        if raised:  # a step that raises leaves its env unusable: the call fails, as EnvRunner's
+            raise next(iter(raised.values()))
         b.obs[rows] = v["obs"][rows]
         b.reward[rows] = v["reward"][rows]
         b.terminated[rows] = v["terminated"][rows]
         b.truncated[rows] = v["truncated"][rows]
-        again = ids[v["was_reset"][ids] & (ops == STEP_RESET)]
-        if again.size and b.final_obs is not None:
-            b.final_obs[again] = v["final_obs"][again]
-        reset_rows = np.concatenate([resets, again]) if again.size else resets
-        reset_infos = {i: self._info("info_", i) for i in reset_rows.tolist()}
-        return again, reset_infos
+        return int(np.count_nonzero(b.terminated[rows] | b.truncated[rows]))
+
+    def _reset_rows(self, ids: np.ndarray, seeds: Sequence[int | None],
+                    out: Completion | None) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
+        b, v = self._ob, self._v
+        has = np.array([s is not None for s in seeds], np.bool_)
+        v["has_seed"][ids] = has
+        if has.any():
+            v["seeds"][ids[has]] = [s for s in seeds if s is not None]
+        raised = self._round(ids, RESET)
+        if raised:
+            if out is None:
+                raise next(iter(raised.values()))
+            out.errors.update(raised)
+            ids = ids[~v["failed"][ids]]
+        b.obs[ids] = v["obs"][ids]
+        return ids, {i: self._info("info_", i) for i in ids.tolist()}
+
+    def _step_info_rows(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
+        v = self._v
+        return {key: (v["step_" + key].copy() if ids is None else v["step_" + key][ids])
+                for key, _ in INFO_KEYS}
 
     def _info(self, prefix: str, i: int) -> dict[str, Any]:
         v = self._v
         return {key: v[prefix + key][i].copy() for key, _ in INFO_KEYS}
 
-    def _first_bad(self, actions: np.ndarray, ids: np.ndarray) -> int:
-        acts = actions[ids]
-        bad = np.flatnonzero((acts < 0) | (acts >= self._num_actions))
-        return int(ids[bad[0]]) if bad.size else -1
-
-    def step_all(self, actions: np.ndarray) -> StepAllResult:
-        """Run every env's op with ``actions`` (checked first: nothing runs if one is bad)."""
-        b = self._b
-        bad = self._first_bad(actions, self._all[b.ops != RESET])
-        if bad >= 0:
-            return StepAllResult(bad, 0, None, None)
-        _, reset_infos = self._perform(self._all, actions, seeded=False)
-        failed = self._errors()
-        if failed:
-            raise next(iter(failed.values()))
-        v = self._v
-        stepped = b.ops != RESET
-        done = int(np.count_nonzero((b.terminated | b.truncated) & stepped))
-        step_infos = {key: v["step_" + key].copy() for key, _ in INFO_KEYS}
-        return StepAllResult(-1, done, step_infos, reset_infos or None)
-
-    def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:
-        """The ops of ``ids`` (actions from the bound buffers); every env reported in ``out``."""
-        b = self._b
-        if options and np.any(b.ops[ids] == RESET):
-            for i in ids[b.ops[ids] == RESET].tolist():
-                out.errors[i] = EnvWorkerError(
-                    f"reset options are not supported by the native Atari engine, got {sorted(options)}; "
-                    "use executor='process' for them", env_id=i, cause_type="ConfigError")
-            ids = ids[b.ops[ids] != RESET]
-        if not ids.size:
-            return
-        bad = self._first_bad(b.actions, ids[b.ops[ids] != RESET])
-        if bad >= 0:
-            out.errors[bad] = EnvWorkerError(f"action {b.actions[bad]!r} is outside {self.props.action_space}",
-                                             env_id=bad, cause_type="ActionError")
-            ids = ids[ids != bad]
-        again, reset_infos = self._perform(ids, b.actions, seeded=True)
-        failed = self._errors()
-        out.errors.update(failed)
-        resets = set(reset_infos)
-        for i in ids.tolist():
-            if i in failed:
-                continue
-            out.env_ids.append(i)
-            out.infos[i] = reset_infos[i] if i in resets else self._info("step_", i)
-        for i in again.tolist():
-            out.final_infos[i] = self._info("step_", i)
-
+    # -- the rest of the Engine protocol --------------------------------------------------
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
              env_ids: Sequence[int] | None = None) -> list[Any]:
         """The spaces, metadata and render mode (the games live in other processes)."""
@@ -390,3 +382,95 @@ class AtariEngine:
     def close(self) -> None:
         """Stop the workers and free the shared block (idempotent)."""
         self._finalizer()
+        self._inline = None
+
+
+class AtariFactory:
+    """A picklable factory of one Atari game with its options: one :class:`AtariEnv` when
+    called (serial, thread and process executors), the :class:`AtariEngine` of a whole batch
+    for the native executor, which ``executor="auto"`` picks from two envs on (one game runs
+    inline anyway; see ``AtariEngine``).
+
+    The options are checked here, at ``make()``: a bad one is a ``ConfigError`` in the
+    caller, not in a worker.
+    """
+
+    preferred_executor = "native"
+    preferred_min_envs = 1
+    engine_device: Any = None  # host arrays only
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = dict(kwargs)
+        rest = dict(kwargs)
+        AtariOptions.parse(rom_of_game(rest.pop("game", "pong")), rest)
+
+    def __call__(self) -> AtariEnv:
+        from envhive.envs.atari._env import AtariEnv
+
+        return AtariEnv(**self.kwargs)
+
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
+        """The native executor's engine: ``num_threads`` worker processes (``None``: one per
+        core)."""
+        return AtariEngine(num_envs, self.kwargs, num_threads)
+
+    def key(self) -> tuple[Any, ...]:
+        """What must be equal for two factories to share one engine."""
+        return ("atari", sorted(self.kwargs.items()))
+
+    def __repr__(self) -> str:
+        return f"envhive/{game_name(self.kwargs.get('game', 'pong'))}-v5"
+
+
+def atari_factory(entry: CompiledEnv, kwargs: dict[str, Any], max_episode_steps: int | None) -> NativeFactory:
+    """The ``"atari"`` kind's factory builder: the time limit is the env's own option."""
+    if max_episode_steps is not None:
+        kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
+    return AtariFactory(kwargs)
+
+
+class _EnvPoolPeer:
+    """EnvPool's gymnasium env as the bench measures vector envs: a batched action space of
+    int32 actions (what EnvPool checks), ``reset(seed=)`` (EnvPool seeds at ``make``)."""
+
+    def __init__(self, env: Any) -> None:
+        import gymnasium as gym
+
+        self.env = env
+        self.action_space = gym.spaces.MultiDiscrete([env.action_space.n] * env.config["num_envs"],
+                                                     dtype=np.int32)
+
+    def reset(self, seed: int | None = None) -> Any:
+        return self.env.reset()
+
+    def step(self, actions: Any) -> Any:
+        return self.env.step(actions)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Callable[[], Any]]]:
+    """``envhive bench``'s peers for an Atari id: EnvPool's ``<Game>-v5`` (gymnasium API) and
+    ale-py's ``AtariVectorEnv``, both with EnvPool's preprocessing and no reward clipping."""
+    game = entry.id.removeprefix("envhive/").removesuffix("-v5")
+    rom = dict(entry.kwargs)["game"]
+
+    def envpool_env() -> Any:
+        import envpool
+
+        return _EnvPoolPeer(envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, seed=0))
+
+    def ale_vector_env() -> Any:
+        from ale_py.vector_env import AtariVectorEnv
+
+        return AtariVectorEnv(rom, num_envs=num_envs, reward_clipping=False,
+                              max_num_frames_per_episode=108000)
+
+    return [("EnvPool", f"{game}-v5", envpool_env), ("ale-py AtariVectorEnv", rom, ale_vector_env)]
+
+
+if TYPE_CHECKING:
+
+    def _implements_factory(factory: AtariFactory) -> NativeFactory:
+        return factory  # mypy checks AtariFactory against the NativeFactory protocol here
