@@ -310,7 +310,8 @@ class AtariEngine(BatchedOps):
             self._wait_all()
             return self._raised
         finally:
-            v["ops"][rows] = _IDLE
+            if v:  # empty once closed (a dead worker closes the engine before raising)
+                v["ops"][rows] = _IDLE
 
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (once)."""
