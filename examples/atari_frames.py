@@ -29,8 +29,10 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=27000)
     args = p.parse_args()
 
+    # serial: the game object is in this process, so env.call("render") reaches it (the
+    # native Atari engine keeps its games in worker processes).
     env = envhive.make("envhive/Pong-v5", num_envs=1, seed=args.seed, autoreset="disabled",
-                       env_kwargs={"render_mode": "rgb_array"})
+                       env_kwargs={"render_mode": "rgb_array"}, executor="serial")
     obs, info = env.reset()
     policy = np.random.default_rng(args.seed)  # seeded random play: the same episode each run
     shots, ret, steps = [], 0.0, 0
