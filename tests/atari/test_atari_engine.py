@@ -61,7 +61,7 @@ def test_a_dead_worker_raises_instead_of_hanging():
     proc.join(5)
     with pytest.raises(WorkerDiedError) as err:
         env.step(np.zeros(2, np.int64))
-    assert err.value.env_ids == [1]
+    assert err.value.env_ids == [1]  # env i belongs to worker i % 2
     env.close()
 
 

@@ -14,9 +14,10 @@ docs/executors.md). This engine knows the four Atari infos in advance (EnvPool's
 rewards and flags, as columns into one shared-memory block: a step is one semaphore post per
 worker and one wait, and nothing is pickled.
 
-Each worker owns a contiguous slice of envs (:class:`~envhive.envs.atari.AtariEnv`, the very
-class every other executor runs, so frames are the same for a seed by construction) and does
-two things to them: step (``advance``) and reset (seeded or not). Everything around the op
+Each worker owns every ``num_workers``-th env (env ``i`` is worker ``i % num_workers``'s, so an
+async batch of consecutive ids keeps every worker busy). Its envs are
+:class:`~envhive.envs.atari.AtariEnv`, the very class every other executor runs, so frames are
+the same for a seed by construction, and it does two things to them: step (``advance``) and reset (seeded or not). Everything around the op
 rule (which rows step, which reset after their step, where the terminal frame goes, which
 infos are final infos) is the shared sequence of batched engines,
 :class:`envhive.engines._batched.BatchedOps`, which this engine subclasses with those two
@@ -114,12 +115,11 @@ def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any
         v[prefix + key][i] = value
 
 
-def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, report: Any) -> None:
+def _serve(v: dict[str, np.ndarray], envs: list[Any], ids: list[int], report: Any) -> None:
     """Perform the ops of this worker's envs (STEP or RESET; the rest are ``_IDLE``). An env
     that raises is marked ``failed`` and ``report(i, err, traceback)`` says why."""
     ops, obs, acts = v["ops"], v["obs"], v["actions"]
-    for k, env in enumerate(envs):
-        i = lo + k
+    for i, env in zip(ids, envs):
         op = ops[i]
         if op == _IDLE:
             continue
@@ -138,9 +138,9 @@ def _serve(v: dict[str, np.ndarray], envs: list[Any], lo: int, report: Any) -> N
             report(i, err, traceback.format_exc())
 
 
-def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[str, Any],
+def _worker(w: int, ids: list[int], shm_name: str, layout: Any, kwargs: dict[str, Any],
             cmd_sem: Any, done_sem: Any, conn: Any, spin: tuple[float, bool]) -> None:
-    """Worker ``w``: build envs ``[lo, hi)``, then serve commands until told to close."""
+    """Worker ``w``: build envs ``ids``, then serve commands until told to close."""
     from envhive.envs.atari._env import AtariEnv
 
     policy = SpinPolicy(*spin)
@@ -150,7 +150,7 @@ def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[s
     try:
         v = _views(shm.buf, layout)
         try:
-            envs = [AtariEnv(**kwargs) for _ in range(lo, hi)]
+            envs = [AtariEnv(**kwargs) for _ in ids]
         except Exception as err:
             conn.send((-1, type(err).__name__, str(err), traceback.format_exc()))
             done_sem.release()
@@ -162,7 +162,7 @@ def _worker(w: int, lo: int, hi: int, shm_name: str, layout: Any, kwargs: dict[s
             wait_command(cmd_sem, policy, parent)
             if v["cmd"][0] == _CLOSE:
                 break
-            _serve(v, envs, lo, lambda i, err, tb: conn.send((i, type(err).__name__, str(err), tb)))
+            _serve(v, envs, ids, lambda i, err, tb: conn.send((i, type(err).__name__, str(err), tb)))
             done_sem.release()
         del v
     finally:
@@ -221,7 +221,9 @@ class AtariEngine(BatchedOps):
         self._conns: list[Any] = []
         self._inline: list[Any] | None = None
         self._finalizer: Any = None
-        self._bounds = bounds = np.linspace(0, n, workers + 1).astype(int)
+        # Env i belongs to worker i % workers (interleaved, not contiguous): a send of
+        # consecutive ids (an async batch) then keeps every worker busy, not one.
+        self._owned = [list(range(w, n, workers)) for w in range(workers)]
         if workers == 1:
             # Inline: the games in this process, the same code on plain arrays.
             self._inline = [probe] + [AtariEnv(**kwargs) for _ in range(n - 1)]
@@ -243,7 +245,7 @@ class AtariEngine(BatchedOps):
         for w in range(workers):
             parent, child = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, daemon=True, name=f"envhive-atari-{w}", args=(
-                w, int(bounds[w]), int(bounds[w + 1]), self._shm.name, layout, dict(kwargs),
+                w, self._owned[w], self._shm.name, layout, dict(kwargs),
                 self._cmd[w], self._done, child, spin))
             with main_hidden():  # workers need nothing from the user's script
                 p.start()
@@ -269,7 +271,7 @@ class AtariEngine(BatchedOps):
                     self.close()
                     raise WorkerDiedError(
                         f"Atari worker {w} died (exit code {code})",
-                        env_ids=list(range(int(self._bounds[w]), int(self._bounds[w + 1]))),
+                        env_ids=self._owned[w],
                         exitcode=code)
             self._spin.observe(time.perf_counter() - start)
         errors = self._errors()
@@ -303,7 +305,7 @@ class AtariEngine(BatchedOps):
                                                env_id=i, worker_traceback=tb,
                                                cause_type=type(err).__name__)
 
-                _serve(v, self._inline, 0, report)
+                _serve(v, self._inline, list(range(self.num_envs)), report)
                 return raised
             for sem in self._cmd:
                 sem.release()
