@@ -12,8 +12,10 @@ same_step mode an ended game is reset inside the step, so no rollout slot is was
 cut by the time limit is bootstrapped from the value of its real last frame
 (``info["final_obs"]``).
 
-On a 2-core machine this will not master the game in minutes; it shows the loop end to end
-and the return rising above random play (Breakout random: about 1.5).
+On a 2-core machine this will not master the game in minutes; it shows the loop end to end.
+Measured (2026-11-25, the 2-core machine shared with other jobs): ``--total-steps 20000``
+went from a mean return of 1.3 (the first 20 games, about random play) to 1.9 (the last 20)
+in 216 s, ~90 steps/s, most of it the CNN's training on the CPU.
 """
 
 from __future__ import annotations
