@@ -283,3 +283,8 @@ register_kind(
         _mujoco("Reacher-v5", "ReacherEnv", "_families_small:ReacherFamily"),
     ],
 )
+register_kind(
+    EngineKind("atari", "envhive.executors._atari:atari_factory", "ale_py",
+               peers="envhive.executors._atari:bench_peers",
+               entries="envhive.envs.atari._options:atari_entries"),
+)

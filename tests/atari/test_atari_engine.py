@@ -1,0 +1,76 @@
+"""The native Atari engine's own paths: bad actions, refused reset options and calls, a dead
+worker (an error, never a hang), and clean shutdown."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+import envhive  # noqa: E402
+from envhive.errors import ActionError, ConfigError, EnvWorkerError, WorkerDiedError  # noqa: E402
+
+ID = "envhive/Pong-v5"
+
+
+def engine_of(env):
+    return env._pool.executor._engine
+
+
+def test_bad_action_steps_nothing():
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native")
+    env.reset()
+    before = env.step(np.zeros(2, np.int64))[4]["elapsed_step"].copy()
+    with pytest.raises(ActionError):
+        env.step(np.array([0, 6]))
+    after = env.step(np.zeros(2, np.int64))[4]["elapsed_step"]
+    np.testing.assert_array_equal(after, before + 1)  # the refused step ran nowhere
+    env.close()
+
+
+def test_reset_options_are_refused_per_env_and_the_pool_goes_on():
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native")
+    env.reset()
+    with pytest.raises(EnvWorkerError, match="reset options"):
+        env.reset(options={"full_reset": True})
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (2, 4, 84, 84)
+    env.close()
+
+
+def test_call_reads_spaces_and_refuses_the_rest():
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native")
+    assert env.call("action_space") == (env.single_action_space,) * 2 or \
+        list(env.call("action_space")) == [env.single_action_space] * 2
+    with pytest.raises(ConfigError, match="worker"):
+        env.call("ale")
+    with pytest.raises(ConfigError):
+        env.set_attr("x", [1, 2])
+    env.close()
+
+
+def test_a_dead_worker_raises_instead_of_hanging():
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native")
+    env.reset()
+    proc = engine_of(env)._procs[1]
+    proc.kill()
+    proc.join(5)
+    with pytest.raises(WorkerDiedError) as err:
+        env.step(np.zeros(2, np.int64))
+    assert err.value.env_ids == [1]  # env i belongs to worker i % 2
+    env.close()
+
+
+def test_close_stops_the_workers_and_frees_shared_memory():
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native")
+    engine = engine_of(env)
+    name = engine._shm.name
+    procs = list(engine._procs)
+    env.close()
+    assert all(not p.is_alive() for p in procs)
+    assert not os.path.exists(f"/dev/shm/{name}")
+    env.close()  # idempotent
