@@ -35,7 +35,7 @@ from envhive.engines import compiled_env
 from envhive.executors import AutoChoice, auto_choice, available_executors, resolve_executor
 from envhive.executors._spawn import usable_cpus
 
-__all__ = ["candidate_tasks", "worker_counts", "default_label", "run_tune", "add_tune_arguments"]
+__all__ = ["candidate_tasks", "worker_counts", "sensible_workers", "default_label", "run_tune", "add_tune_arguments"]
 
 SYNC_PEER = "gymnasium SyncVectorEnv"
 ASYNC_PEER = "gymnasium AsyncVectorEnv"
@@ -89,10 +89,12 @@ def _peers(env: str, factory: Callable[[], Any], n: int) -> list[Task]:
 
 
 def candidate_tasks(env: str, num_envs: int, *, cores: int | None = None,
-                    peers: bool = True) -> list[Task]:
+                    peers: bool = True, max_workers: int | None = None) -> list[Task]:
     """Every configuration to time for ``env`` at ``num_envs``: serial, thread and process at
-    each of :func:`worker_counts` (native alone for a compiled id), then gymnasium's peers."""
+    each of :func:`worker_counts` up to ``max_workers`` (native alone for a compiled id), then
+    gymnasium's peers."""
     cores = cores or usable_cpus()
+    limit = max_workers or num_envs
     factory = _factory(env)
     tasks: list[Task] = []
     if compiled_env(env) is not None:
@@ -106,10 +108,26 @@ def candidate_tasks(env: str, num_envs: int, *, cores: int | None = None,
         if name in names and num_envs > 1:
             tasks.extend(Task(env, env, num_envs, f"envhive {name} x{k}", False,
                               _builder(env, factory, num_envs, name, k))
-                         for k in worker_counts(num_envs, cores))
+                         for k in worker_counts(num_envs, cores) if k <= limit)
     if peers:
         tasks.extend(_peers(env, factory, num_envs))
     return tasks
+
+
+def sensible_workers(choice: AutoChoice, num_envs: int, cores: int) -> int:
+    """The most workers worth timing: one per env for an env that waits (or that the probe
+    could not measure), else 4 per core (a computing env gains nothing beyond the cores).
+
+    Examples:
+        >>> from envhive.executors import AutoChoice, EnvCosts
+        >>> cpu = EnvCosts(1e-3, 1e-3, 0.0, 16, 0.0, True, 8)
+        >>> sensible_workers(AutoChoice("process", 2, "", cpu), 64, 2)
+        8
+    """
+    costs = choice.costs
+    if costs is None or costs.problem is not None or costs.step_cpu < 0.5 * costs.step_wall:
+        return num_envs
+    return min(num_envs, 4 * cores)
 
 
 def default_label(choice: AutoChoice, num_envs: int, cores: int) -> str:
@@ -168,8 +186,9 @@ def plot_tune(rows: list[Row], default: str, path: Path, title: str) -> None:
 def tune(env: str, num_envs: int, seconds: float, spans: int, peers: bool = True) -> dict[str, Any]:
     """Run the probe and every candidate; the JSON document (without the command)."""
     cores = usable_cpus()
-    tasks = candidate_tasks(env, num_envs, cores=cores, peers=peers)
     choice = auto_choice([_factory(env)] * num_envs)
+    tasks = candidate_tasks(env, num_envs, cores=cores, peers=peers,
+                            max_workers=sensible_workers(choice, num_envs, cores))
     default = default_label(choice, num_envs, cores)
     rows = measure_all(tasks, seconds, spans)
     return {"env": env, "num_envs": num_envs, "cores": cores, "default": default,

@@ -20,7 +20,7 @@ Examples:
     ...                  info_s=0.0, picklable=True, steps=32)
     >>> choice = decide(costs, num_envs=16, cores=2, available=("serial", "thread", "process"))
     >>> choice.executor, choice.num_workers
-    ('process', 16)
+    ('thread', 16)
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ class Overheads:
         per_env: the pool's and runner's Python work per env step (every executor).
         thread_call: one worker thread's wake-up and hand-back per sync call.
         process_cpu: CPU time of one worker round trip (post, wake, sweep; both sides).
-        process_latency: wall time a sync call waits beyond its slowest worker.
+        process_latency: wall time a sync call waits for one worker to wake, per worker
+            beyond one per idle core.
         leave_caller: the predicted gain needed to leave the caller's thread (threads) or
             process (processes): they cost start-up and, for processes, pickling.
     """
@@ -385,7 +386,9 @@ def predict(costs: EnvCosts, executor: str, workers: int, num_envs: int, cores: 
     if executor == "process":
         cross = over.per_env + costs.info_s
         cpu_total = n * (c + cross) + workers * over.process_cpu
-        t = max(per_worker * (w + cross), cpu_total / cores) + over.process_latency
+        # A sync call waits for its slowest worker: each needs a core to wake on, so the
+        # wake-ups queue when workers outnumber the idle cores.
+        t = max(per_worker * (w + cross), cpu_total / cores) + over.process_latency * max(1.0, workers / cores)
         return n / t
     return 0.0
 
