@@ -24,11 +24,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import auto_envs  # noqa: E402
+import auto_envs
 
-import envhive  # noqa: E402
-from envhive._bench import Measurement, machine_info, measure_env, measure_steps  # noqa: E402
-from envhive._cli_tune import tune  # noqa: E402
+import envhive
+from envhive._bench import Measurement, machine_info, measure_env, measure_steps
+from envhive._cli_tune import tune
 
 # Workers unpickle the factories by value: they need not import this folder.
 cloudpickle.register_pickle_by_value(auto_envs)
