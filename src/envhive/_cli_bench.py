@@ -34,7 +34,6 @@ from envhive._registry import resolve_id
 from envhive.engines import compiled_env, engine_kind, load_entry_point
 from envhive.engines._peers import SYNC, VECTOR, gymnasium_peers
 from envhive.executors import available_executors, compiled_runner
-from envhive.executors._auto import cpu_jiffies as _cpu_times
 
 __all__ = ["Task", "plan_tasks", "ratio_text", "run_bench", "add_bench_arguments"]
 
@@ -302,6 +301,17 @@ def plot(rows: list[Row], path: Path, title: str) -> None:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title, fontsize="small")
     fig.savefig(path, dpi=110)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat (Linux), else ``None``."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def busy_cores(seconds: float = 0.3) -> float | None:

@@ -20,14 +20,13 @@ Examples:
     ...                  info_s=0.0, picklable=True, steps=32)
     >>> choice = decide(costs, num_envs=16, cores=2, available=("serial", "thread", "process"))
     >>> choice.executor, choice.num_workers
-    ('thread', 16)
+    ('process', 16)
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import os
 import pickle
 import threading
 import time
@@ -37,7 +36,6 @@ from typing import Any
 
 import cloudpickle
 
-from envhive.executors._spawn import usable_cpus
 
 __all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "probe", "decide", "predict"]
 
@@ -49,8 +47,6 @@ PROBE_STEPS = 32
 #: Envs whose step costs less than this stay serial without the thread test: no executor
 #: recovers its hand-off costs on them (benchmarks.md: CartPole on threads runs at ~0.8x).
 CHEAP_STEP_S = 30e-6
-#: The spare cores are read from /proc/stat only over probes at least this long.
-MIN_LOAD_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,8 +67,6 @@ class EnvCosts:
         probe_s: how long the probe took, env builds included.
         problem: why the probe could not measure (the env could not be built or stepped in
             the caller), else ``None``.
-        spare_cores: the usable cores other processes left idle during the probe
-            (``None``: not measured; the probe was too short or this is not Linux).
     """
 
     step_wall: float
@@ -84,7 +78,6 @@ class EnvCosts:
     steps: int
     probe_s: float = 0.0
     problem: str | None = None
-    spare_cores: float | None = None
 
     def summary(self) -> str:
         """The measured figures in a few words, e.g. ``'step 2.1 ms wall, 0.03 ms CPU'``."""
@@ -93,8 +86,6 @@ class EnvCosts:
             text += f", {self.gil_free:.0%} without the GIL"
         if self.info_s:
             text += f", infos cross in {_time(self.info_s)}"
-        if self.spare_cores is not None:
-            text += f", {self.spare_cores:.1f} spare cores"
         return text
 
 
@@ -158,37 +149,15 @@ class Overheads:
             beyond one per idle core.
         leave_caller: the predicted gain needed to leave the caller's thread (threads) or
             process (processes): they cost start-up and, for processes, pickling.
+        prefer_threads: the predicted gain processes need over the best thread count.
     """
 
     per_env: float = 4e-6
-    thread_call: float = 30e-6
+    thread_call: float = 45e-6
     process_cpu: float = 60e-6
-    process_latency: float = 60e-6
+    process_latency: float = 20e-6
     leave_caller: float = 1.2
-
-
-def cpu_jiffies() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from /proc/stat (Linux), else ``None``."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def _spare_cores(before: tuple[int, int] | None, after: tuple[int, int] | None,
-                 own_cpu_s: float, wall_s: float, cores: int) -> float | None:
-    """Cores left idle by other processes between two :func:`cpu_jiffies` readings, taken
-    ``wall_s`` apart while this process used ``own_cpu_s`` CPU seconds (``None``: unknown or
-    too short to tell: /proc/stat counts in 10 ms ticks)."""
-    if before is None or after is None or wall_s < MIN_LOAD_S or after[1] <= before[1]:
-        return None
-    machine = os.cpu_count() or cores
-    busy = (after[0] - before[0]) / (after[1] - before[1]) * machine
-    others = max(0.0, busy - own_cpu_s / wall_s)
-    return max(0.0, min(float(cores), machine - others))
+    prefer_threads: float = 1.15
 
 
 def _time(seconds: float) -> str:
@@ -297,7 +266,7 @@ def probe(
         >>> costs.problem is None and costs.steps > 0 and costs.obs_bytes == 16
         True
     """
-    start, own, load = clock(), time.process_time(), cpu_jiffies()
+    start = clock()
     picklable = _picklable(factory)
     try:
         env = factory()
@@ -307,27 +276,16 @@ def probe(
     try:
         obs, _ = env.reset()
         actions = _actions(env, 8)
-        begun = clock()
-        deadline = begun + seconds
-
-        def stop(k: int) -> bool:
-            now = clock()
-            if k >= 3 and now > deadline:
-                return True
-            # Past max_steps, a step that is not cheap goes on until MIN_LOAD_S, so that
-            # /proc/stat can tell how many cores other processes leave idle.
-            return k >= max_steps and (now - start >= MIN_LOAD_S or now - begun < k * CHEAP_STEP_S)
-
-        walls, cpus, info = _step_loop(env, actions, stop, clock, cpu_clock)
+        deadline = clock() + seconds
+        walls, cpus, info = _step_loop(
+            env, actions, lambda k: k >= max_steps or (k >= 3 and clock() > deadline), clock, cpu_clock
+        )
         wall, cpu = _median(walls), _median(cpus)
         gil = None
         if wall >= CHEAP_STEP_S:
             gil = _gil_free(factory, env, len(walls), wall, clock)
-        info_s = _info_cost(info, clock)
-        took = clock() - start
-        spare = _spare_cores(load, cpu_jiffies(), time.process_time() - own, took, usable_cpus())
-        return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), info_s, picklable,
-                        len(walls), took, spare_cores=spare)
+        return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), _info_cost(info, clock),
+                        picklable, len(walls), clock() - start)
     except Exception as err:
         return EnvCosts(0.0, 0.0, None, 0, 0.0, picklable, 0, clock() - start,
                         problem=f"stepping it raised {type(err).__name__}: {err}")
@@ -426,9 +384,9 @@ def decide(costs: EnvCosts | None, num_envs: int, cores: int, available: Collect
         # Hand-offs cost more than such a step (threads ran CartPole at ~0.8x serial), and at
         # many envs a process gain is small and depends on idle cores: stay in the caller.
         return AutoChoice("serial", None, f"cheap step ({costs.summary()})", costs)
-    spare = costs.spare_cores
-    # CPU work runs in parallel only on cores other processes leave idle (at least one: ours).
-    usable = float(cores) if spare is None else max(1.0, min(float(cores), spare))
+    # Other processes' load is not subtracted from the cores: the scheduler shares the CPU
+    # per runnable process, so a pool's W workers win W shares (bench_auto.py, docs).
+    usable = float(cores)
     predicted: dict[str, float] = {"serial": predict(costs, "serial", 1, num_envs, usable, over)}
     candidates = []
     if "thread" in available and costs.gil_free is not None:
@@ -439,6 +397,13 @@ def decide(costs: EnvCosts | None, num_envs: int, cores: int, available: Collect
         for k in _worker_counts(num_envs, cores):
             predicted[f"{name} x{k}"] = predict(costs, name, k, num_envs, usable, over)
     best = max(predicted, key=lambda key: predicted[key])
+    threads = [k for k in predicted if k.startswith("thread")]
+    if best.startswith("process") and threads:
+        # Processes must beat the best thread count clearly: threads need no pickling, no
+        # worker start-up, and keep the envs in the caller.
+        thread = max(threads, key=lambda key: predicted[key])
+        if predicted[best] < over.prefer_threads * predicted[thread]:
+            best = thread
     gain = predicted[best] / predicted["serial"]
     if best == "serial" or gain < over.leave_caller:
         return AutoChoice("serial", None, f"no executor predicted {over.leave_caller:g}x faster "
