@@ -36,7 +36,6 @@ from typing import Any
 
 import cloudpickle
 
-
 __all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "probe", "decide", "predict"]
 
 #: The probe stops stepping after this many seconds or :data:`PROBE_STEPS` steps, whichever
