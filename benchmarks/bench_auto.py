@@ -125,8 +125,11 @@ def main() -> None:
         gym.register_envs(ale_py)
     except ImportError:
         pass
+    load = os.getloadavg()
     runs = [one(env, n, args.seconds, args.spans) for env in args.envs for n in args.num_envs]
+    # The run's context: other jobs on the machine move every figure (docs/executors.md).
     doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(),
+           "loadavg_start": load, "loadavg_end": os.getloadavg(),
            "settings": vars(args), "runs": runs}
     with open(args.json, "w") as fh:
         json.dump(doc, fh, indent=2, default=str)
