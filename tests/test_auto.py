@@ -252,3 +252,29 @@ def test_check_prints_the_auto_decision(capsys: Any) -> None:
 def test_cheap_threshold_is_what_the_docs_say() -> None:
     assert CHEAP_STEP_S == 30e-6  # docs/executors.md, "Choosing"
     assert time.get_clock_info("thread_time").monotonic
+
+
+@pytest.mark.parametrize("name", ["thread", "process"])
+def test_more_workers_than_cores_keep_results_and_async_order(name: str) -> None:
+    # auto gives waiting envs up to one worker per env, beyond the cores.
+    from envhive.executors import resolve_executor
+    from envhive.executors._spawn import usable_cpus
+
+    n = 2 * usable_cpus() + 2
+    with envhive.make(_RandomEnv, n, executor=resolve_executor(name, n, n)[0], seed=3) as env:
+        assert f"{n} " in repr(env)
+        actions = lambda t: np.array([(t + i) % 3 for i in range(n)])  # noqa: E731
+        got = transcript(env, 10, actions, seed=3)
+    with envhive.make(_RandomEnv, n, executor="serial", seed=3) as ref:
+        assert_same_transcript(transcript(ref, 10, actions, seed=3), got)
+    with envhive.make(_RandomEnv, n, executor=resolve_executor(name, n, n)[0],
+                      batch_size=2, seed=3) as env:
+        env.async_reset(seed=3)
+        seen: list[int] = []
+        for _ in range(n // 2):
+            seen += env.recv()[4]["env_id"].tolist()
+        assert sorted(seen) == list(range(n))  # every env exactly once
+        env.send(np.zeros(n, np.int64))
+        while len(seen) < 2 * n:
+            seen += env.recv()[4]["env_id"].tolist()
+        assert sorted(seen[n:]) == list(range(n))
