@@ -2,7 +2,7 @@
 
 The table marks what ``executor="auto"`` picks by default (from its own short probe, see
 ``executors/_auto.py``), so the default can be checked against the best found here. Each point
-is measured as ``envhive bench`` measures (:func:`envhive._cli_bench.measure_all`: build,
+is measured as ``envhive bench`` measures (``envhive._cli_bench._measure_all``: build,
 reset and warm-up untimed, then the median of a few timed spans), with gymnasium's
 ``SyncVectorEnv`` and ``AsyncVectorEnv`` of the same env in the same run. The run writes
 ``tune.json`` and ``tune.png`` to an output folder.
@@ -27,7 +27,7 @@ import gymnasium as gym
 
 import envhive
 from envhive._bench import machine_info
-from envhive._cli_bench import Row, Task, _out_dir
+from envhive._cli_bench import Row, Task, _out_dir, _plan
 from envhive._cli_bench import _measure_all as measure_all
 from envhive._cli_bench import _stdout_console as stdout_console
 from envhive._registry import resolve_id
@@ -100,6 +100,9 @@ def candidate_tasks(env: str, num_envs: int, *, cores: int | None = None,
     if compiled_env(env) is not None:
         tasks.append(Task(env, env, num_envs, "envhive native", False,
                           _builder(env, factory, num_envs, "native", None)))
+        if peers:  # the compiled id's own peers, as envhive bench measures them
+            tasks.extend(Task(env, measured, num_envs, label, True, build)
+                         for label, measured, build in _plan(env, ["native"], num_envs)[1])
         return tasks
     names = available_executors()
     tasks.append(Task(env, env, num_envs, "envhive serial", False,
