@@ -7,6 +7,9 @@ also the default executor with async ``send``/``recv`` (``batch_size = num_envs 
 
     python benchmarks/bench_auto.py --json benchmarks/results/auto.json
 
+Every configuration is measured ``--rounds`` times, interleaved, and each figure is its median
+over the rounds: on a machine shared with other jobs one round is a lottery.
+
 Envs: ``auto_envs:waiting`` (a 2 ms wait per step), ``auto_envs:cpu_bound`` (~0.2 ms of
 Python), gymnasium's ``Ant-v5`` and ``ALE/Pong-v5``.
 """
@@ -16,24 +19,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from typing import Any
 
 import cloudpickle
-import numpy as np
+from gymnasium.vector.utils import batch_space
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import auto_envs
 
 import envhive
-from envhive._bench import Measurement, machine_info, measure_env, measure_steps
-from envhive._cli_tune import tune
+from envhive._bench import machine_info
+from envhive._cli_bench import Task
+from envhive._cli_bench import _measure_all as measure_all
+from envhive._cli_tune import _factory, candidate_tasks, sensible_workers
+from envhive.executors import AutoChoice, auto_choice
+from envhive.executors._spawn import usable_cpus
 
 # Workers unpickle the factories by value: they need not import this folder.
 cloudpickle.register_pickle_by_value(auto_envs)
 
 ENVS = ["auto_envs:waiting", "auto_envs:cpu_bound", "Ant-v5", "ALE/Pong-v5"]
+DEFAULT = "envhive default (auto)"
+ASYNC = "envhive default, async recv"
 
 
 def _target(env: str, n: int) -> Any:
@@ -42,80 +52,90 @@ def _target(env: str, n: int) -> Any:
     return env
 
 
-def measure_default(env: str, n: int, seconds: float, spans: int) -> tuple[Measurement, str]:
-    """``envhive.make(env, n)`` with every default but seed and copy; with its repr."""
-    shown: list[str] = []
+class _AsyncLoop:
+    """``envhive.make`` with its defaults driven EnvPool-style, as ``measure_env`` drives a
+    vector env: each ``step`` takes the first ``batch`` envs to finish and sends them back."""
 
-    def build() -> Any:
-        vec = envhive.make(_target(env, n), n, seed=0, copy=False)
-        shown.append(repr(vec))
-        return vec
+    def __init__(self, env: str, n: int, batch: int) -> None:
+        self.vec = envhive.make(_target(env, n), n, seed=0, batch_size=batch, copy=False)
+        self.action_space = batch_space(self.vec.single_action_space, batch)
 
-    m = measure_env(build, n, seconds=seconds, spans=spans, runner="envhive default (auto)", env=env)
-    return m, shown[0]
+    def reset(self, seed: int) -> None:
+        self.vec.async_reset(seed=seed)
 
+    def step(self, actions: Any) -> None:
+        info = self.vec.recv()[4]
+        self.vec.send(actions, info["env_id"])
 
-def measure_async(env: str, n: int, seconds: float, spans: int) -> tuple[Measurement, str]:
-    """The default executor driven EnvPool-style: ``recv`` the first half, ``send`` them back."""
-    batch = max(1, n // 2)
-    vec = envhive.make(_target(env, n), n, seed=0, batch_size=batch)
-    try:
-        shown = repr(vec)
-        space = vec.single_action_space
-        space.seed(0)
-        actions = np.array([space.sample() for _ in range(batch)])
-        vec.async_reset(seed=0)
-
-        def step(_: Any) -> None:
-            info = vec.recv()[4]
-            vec.send(actions, info["env_id"])
-
-        m = measure_steps(step, [None], batch, seconds=seconds, spans=spans,
-                          runner=f"envhive default async recv (batch {batch})", env=env)
-        vec.recv()  # the last send
-        return m, shown
-    finally:
-        vec.close()
+    def close(self) -> None:
+        self.vec.close()
 
 
-def one(env: str, n: int, seconds: float, spans: int) -> dict[str, Any]:
-    doc = tune(env, n, seconds, spans)
-    rows, choice = doc.pop("_rows"), doc.pop("_choice")
-    default, shown = measure_default(env, n, seconds, spans)
-    doc["default_measured"] = {**default.as_dict(), "repr": shown}
-    ours = [r for r in rows if not r.task.peer]
-    best = max(ours, key=lambda r: r.m.steps_per_s)
-    peer = max((r for r in rows if r.task.peer), key=lambda r: r.m.steps_per_s)
-    summary = {
-        "auto_choice": choice.label(), "auto_reason": choice.reason,
-        "best_found": best.task.runner, "best_steps_per_s": best.m.steps_per_s,
-        "default_steps_per_s": default.steps_per_s,
-        "default_vs_best": default.steps_per_s / best.m.steps_per_s,
-        "fastest_gymnasium": peer.task.runner, "gymnasium_steps_per_s": peer.m.steps_per_s,
-        "default_vs_gymnasium": default.steps_per_s / peer.m.steps_per_s,
-    }
+def _tasks(env: str, n: int, choice: AutoChoice) -> list[Task]:
+    """tune's candidates and peers, the default, and (for waiting envs) the default async."""
+    cores = usable_cpus()
+    tasks = candidate_tasks(env, n, cores=cores, max_workers=sensible_workers(choice, n, cores))
+    tasks.append(Task(env, env, n, DEFAULT, False,
+                      lambda: envhive.make(_target(env, n), n, seed=0, copy=False)))
     costs = choice.costs
     if costs is not None and costs.problem is None and costs.step_cpu < 0.5 * costs.step_wall:
-        m, shown_async = measure_async(env, n, seconds, spans)
-        doc["async_measured"] = {**m.as_dict(), "repr": shown_async}
-        summary["async_steps_per_s"] = m.steps_per_s
-        summary["async_vs_gymnasium"] = m.steps_per_s / peer.m.steps_per_s
-    doc["summary"] = summary
-    print(f"== {env} x{n}: default {default.steps_per_s:,.0f} ({choice.label()}) = "
-          f"{summary['default_vs_best']:.2f}x best ({best.task.runner} {best.m.steps_per_s:,.0f}), "
-          f"{summary['default_vs_gymnasium']:.2f}x {peer.task.runner} ({peer.m.steps_per_s:,.0f})"
-          + (f"; async recv {summary['async_steps_per_s']:,.0f} = "
-             f"{summary['async_vs_gymnasium']:.2f}x" if "async_steps_per_s" in summary else ""),
-          flush=True)
-    return doc
+        batch = max(1, n // 2)
+        tasks.append(Task(env, env, batch, f"{ASYNC} (batch {batch})", False,
+                          lambda: _AsyncLoop(env, n, batch)))
+    return tasks
+
+
+def one(env: str, n: int, seconds: float, spans: int, rounds: int) -> dict[str, Any]:
+    """Every configuration, ``rounds`` times interleaved (the machine's speed drifts); the
+    figure of each is its median over the rounds."""
+    choice = auto_choice([_factory(env)] * n)
+    tasks = _tasks(env, n, choice)
+    default_repr = repr_of(env, n)
+    figures: dict[str, list[float]] = {t.runner: [] for t in tasks}
+    for _ in range(rounds):
+        for row in measure_all(tasks, seconds, spans):
+            figures[row.task.runner].append(row.m.steps_per_s)
+    med = {k: statistics.median(v) for k, v in figures.items()}
+    peers = {t.runner for t in tasks if t.peer}
+    ours = {k: v for k, v in med.items() if k not in peers and k != DEFAULT and not k.startswith(ASYNC)}
+    best = max(ours, key=lambda k: ours[k])
+    peer = max(peers, key=lambda k: med[k])
+    summary: dict[str, Any] = {
+        "auto_choice": choice.label(), "auto_reason": choice.reason, "default_repr": default_repr,
+        "best_found": best, "best_steps_per_s": med[best],
+        "default_steps_per_s": med[DEFAULT], "default_vs_best": med[DEFAULT] / med[best],
+        "fastest_gymnasium": peer, "gymnasium_steps_per_s": med[peer],
+        "default_vs_gymnasium": med[DEFAULT] / med[peer],
+    }
+    line = (f"== {env} x{n}: default {med[DEFAULT]:,.0f} ({choice.label()}) = "
+            f"{summary['default_vs_best']:.2f}x best ({best} {med[best]:,.0f}), "
+            f"{summary['default_vs_gymnasium']:.2f}x {peer} ({med[peer]:,.0f})")
+    for k in med:
+        if k.startswith(ASYNC):
+            summary.update(async_runner=k, async_steps_per_s=med[k],
+                           async_vs_gymnasium=med[k] / med[peer])
+            line += f"; {k} {med[k]:,.0f} = {med[k] / med[peer]:.2f}x"
+    print(line, flush=True)
+    return {"env": env, "num_envs": n, "rounds": rounds, "summary": summary,
+            "auto": {"executor": choice.executor, "num_workers": choice.num_workers,
+                     "predicted": choice.predicted,
+                     "costs": None if choice.costs is None else vars(choice.costs)},
+            "steps_per_s": med, "rounds_steps_per_s": figures}
+
+
+def repr_of(env: str, n: int) -> str:
+    """What ``repr`` says of ``envhive.make(env, n)`` with its defaults."""
+    with envhive.make(_target(env, n), n) as vec:
+        return repr(vec)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", default=ENVS)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64])
-    parser.add_argument("--seconds", type=float, default=0.6)
+    parser.add_argument("--seconds", type=float, default=0.4)
     parser.add_argument("--spans", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", default="benchmarks/results/auto.json")
     args = parser.parse_args()
     try:
@@ -126,7 +146,8 @@ def main() -> None:
     except ImportError:
         pass
     load = os.getloadavg()
-    runs = [one(env, n, args.seconds, args.spans) for env in args.envs for n in args.num_envs]
+    runs = [one(env, n, args.seconds, args.spans, args.rounds) for env in args.envs
+            for n in args.num_envs]
     # The run's context: other jobs on the machine move every figure (docs/executors.md).
     doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(),
            "loadavg_start": load, "loadavg_end": os.getloadavg(),
