@@ -131,7 +131,7 @@ def auto_choice(factories: Sequence[Any], probe: Callable[[Any], EnvCosts] | Non
 
     A shared ``preferred_executor`` (compiled ids: ``native``) is taken without measuring.
     Otherwise, with two envs or more, ONE env built from the first factory is measured
-    (:func:`envhive.executors._auto.probe`, ~0.1 s at most beyond two env builds) and
+    (:func:`envhive.executors._auto.probe`: 32 steps or 0.1 s, then as many in two threads) and
     :func:`envhive.executors._auto.decide` picks from its costs. A registered general executor
     ranked above ``serial`` is taken as is.
 
