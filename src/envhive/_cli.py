@@ -140,6 +140,12 @@ def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return run_bench(args, argv)
 
 
+def _cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from envhive._cli_tune import run_tune
+
+    return run_tune(args, argv)
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from envhive._cli_check import run_check
 
@@ -178,6 +184,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from envhive._cli_bench import add_bench_arguments
+    from envhive._cli_tune import add_tune_arguments
 
     parser = argparse.ArgumentParser(prog="envhive", description="Step many RL envs as one batch.")
     parser.add_argument("--version", action="version", version=f"envhive {envhive.__version__}")
@@ -185,6 +192,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench", help="steps/s on every executor next to gymnasium's, with a table, JSON and plot")
     add_bench_arguments(bench)
+    tuner = sub.add_parser(
+        "tune", help="time every executor and worker count for one env; marks auto's default")
+    add_tune_arguments(tuner)
     lister = sub.add_parser("list", help="env ids envhive.make accepts (and which cannot be built here)")
     lister.add_argument("--grep", help="only ids containing this text")
     lister.add_argument("--available", action="store_true", help="only ids that can be built here")
@@ -219,8 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(args_list)
     try:
-        if args.cmd == "bench":
-            status = _cmd_bench(args, args_list)
+        if args.cmd in ("bench", "tune"):
+            status = (_cmd_bench if args.cmd == "bench" else _cmd_tune)(args, args_list)
         else:
             status = {"list": _cmd_list, "check": _cmd_check, "cache": _cmd_cache}[args.cmd](args)
         sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's exit flush

@@ -34,8 +34,9 @@ import gymnasium as gym
 import numpy as np
 
 import envhive
+from envhive._registry import resolve_id
 from envhive.engines import compiled_env
-from envhive.executors import available_executors
+from envhive.executors import auto_choice, available_executors
 
 __all__ = ["is_factory_target", "check_factory", "CheckLine", "FactoryReport", "run_check"]
 
@@ -55,6 +56,8 @@ def _check_id(args: argparse.Namespace) -> int:
     from envhive.testing import assert_same_transcript
 
     status = 0
+    choice = auto_choice([resolve_id(args.env, None, None)[0]] * args.num_envs)
+    print(f"  auto executor ({args.num_envs} envs): {choice.label()}: {choice.reason}")
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
         others = [e for e in available_executors() if e != "serial"]
@@ -320,13 +323,18 @@ def _time_steps(env: gym.Env, steps: int) -> str:
         if out[2] or out[3]:
             env.reset()
     us = 1e6 * statistics.median(times)
-    hint = ("cheap: executor='serial' (auto) avoids worker round trips" if us < 50 else
-            "costly: executor='process' can step envs in parallel")
-    return f"median {us:,.1f} us per step over {steps} steps (1 env, this process); {hint}"
+    return f"median {us:,.1f} us per step over {steps} steps (1 env, this process)"
+
+
+def auto_line(factory: Callable[[], Any], num_envs: int) -> str:
+    """What ``executor="auto"`` picks for ``num_envs`` envs of ``factory``, and why."""
+    choice = auto_choice([factory] * num_envs)
+    return f"{num_envs} envs: {choice.label()}: {choice.reason}"
 
 
 def check_factory(target: str, steps: int = 100,
-                  emit: Callable[[CheckLine], None] | None = None) -> FactoryReport:
+                  emit: Callable[[CheckLine], None] | None = None,
+                  num_envs: int = 16) -> FactoryReport:
     """Check the factory ``target`` (``package.module:callable``) for the pool, one line each.
 
     ``emit`` is called with each line as soon as its check is done. Later checks that need
@@ -375,6 +383,7 @@ def check_factory(target: str, steps: int = 100,
     run("worker process", lambda: _check_worker(state["factory"]), ("step API",))
     run("seeded pools", lambda: _check_transcripts(state["factory"], steps), ("step API",))
     run("time per step", lambda: _time_steps(state["env"], max(steps, 20)), ("step API",))
+    run("auto executor", lambda: auto_line(state["factory"], num_envs), ("step API",))
     if "env" in state:
         state["env"].close()
     return report
@@ -384,7 +393,8 @@ def run_check(args: argparse.Namespace) -> int:
     """The ``envhive check`` command: 0 if every check passed, 1 otherwise."""
     if not is_factory_target(args.env):
         return _check_id(args)
-    report = check_factory(args.env, args.steps, emit=lambda line: print(line, flush=True))
+    report = check_factory(args.env, args.steps, emit=lambda line: print(line, flush=True),
+                           num_envs=args.num_envs)
     failed = sum(line.status == "FAIL" for line in report.lines)
     print(f"{failed} check(s) failed" if failed else "all checks passed")
     return 0 if report.ok else 1

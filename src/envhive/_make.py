@@ -268,8 +268,8 @@ def make(
     Examples:
         >>> import envhive
         >>> env = envhive.make("CartPole-v1", num_envs=8, seed=0)
-        >>> env
-        envhive.VectorEnv('CartPole-v1', num_envs=8, executor='serial (auto)', autoreset='next_step')
+        >>> env  # doctest: +ELLIPSIS
+        envhive.VectorEnv('CartPole-v1', num_envs=8, executor='serial (auto)', why='cheap step (...)', autoreset='next_step')
         >>> obs, info = env.reset()
         >>> obs.shape
         (8, 4)

@@ -22,9 +22,12 @@ from envhive._ops import Op
 from envhive._report import Completion, EnvFactory, EnvProps
 from envhive._runner import EnvRunner, compiled_runner
 from envhive.errors import ConfigError
+from envhive.executors import _auto
+from envhive.executors._auto import AutoChoice, EnvCosts, decide
 from envhive.executors._native import NativeExecutor
 from envhive.executors._protocol import Executor
 from envhive.executors._serial import SerialExecutor
+from envhive.executors._spawn import usable_cpus
 from envhive.executors._thread import ThreadExecutor
 
 __all__ = [
@@ -46,6 +49,9 @@ __all__ = [
     "unregister_executor",
     "available_executors",
     "resolve_executor",
+    "auto_choice",
+    "AutoChoice",
+    "EnvCosts",
 ]
 
 
@@ -105,10 +111,9 @@ def available_executors(include_specialized: bool = False) -> list[str]:
     return [e.name for e in entries if e.available() and (e.general or include_specialized)]
 
 
-def _auto_choice(factories: Sequence[Any]) -> str:
-    """What ``"auto"`` picks: the envs' preferred executor if they all share one (and there
-    are at least the factories' ``preferred_min_envs`` envs, default 2: one env never gains
-    from threads), else the best general executor."""
+def _preferred(factories: Sequence[Any]) -> str | None:
+    """The envs' declared executor, if they all share one (and there are at least the
+    factories' ``preferred_min_envs`` envs, default 2: one env never gains from threads)."""
     preferred = {getattr(f, "preferred_executor", None) for f in factories}
     min_envs = max((getattr(f, "preferred_min_envs", 2) for f in factories), default=2)
     if len(factories) < min_envs:
@@ -118,7 +123,34 @@ def _auto_choice(factories: Sequence[Any]) -> str:
         entry = _REGISTRY.get(name) if isinstance(name, str) else None
         if entry is not None and entry.available():
             return entry.name
-    return available_executors()[0]
+    return None
+
+
+def auto_choice(factories: Sequence[Any], probe: Callable[[Any], EnvCosts] | None = None) -> AutoChoice:
+    """What ``executor="auto"`` picks for these factories, and why.
+
+    A shared ``preferred_executor`` (compiled ids: ``native``) is taken without measuring.
+    Otherwise, with two envs or more, ONE env built from the first factory is measured
+    (:func:`envhive.executors._auto.probe`: 32 steps or 0.1 s, then as many in two threads) and
+    :func:`envhive.executors._auto.decide` picks from its costs. A registered general executor
+    ranked above ``serial`` is taken as is.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> auto_choice([lambda: gym.make("CartPole-v1")] * 4).executor
+        'serial'
+    """
+    preferred = _preferred(factories)
+    if preferred is not None:
+        return AutoChoice(preferred, None, "the env declares it (preferred_executor)")
+    names = available_executors()
+    if names[0] != "serial":
+        return AutoChoice(names[0], None, f"the highest-ranked registered executor ({names[0]})")
+    if len(factories) < 2 or len(names) == 1:
+        return AutoChoice("serial", None, "one env: nothing to run in parallel"
+                          if len(factories) < 2 else "the only executor available")
+    costs = (probe or _auto.probe)(factories[0])  # looked up here: tests inject costs
+    return decide(costs, len(factories), usable_cpus(), names)
 
 
 def resolve_executor(
@@ -129,8 +161,9 @@ def resolve_executor(
 ) -> tuple[Executor, bool]:
     """Turn ``make``'s ``executor`` argument into an executor; returns (executor, chosen_by_auto).
 
-    ``"auto"`` honours a ``preferred_executor`` attribute shared by all ``factories`` (kernel
-    ids prefer ``native``, the MuJoCo envs ``thread``), else picks the best general executor.
+    ``"auto"`` decides with :func:`auto_choice` (``num_workers``, when given, overrides the
+    worker count it picks); the executor's ``auto`` attribute then holds the
+    :class:`~envhive.executors._auto.AutoChoice` (what, how many workers, why).
     """
     if isinstance(executor, Executor):
         return executor, False
@@ -140,8 +173,12 @@ def resolve_executor(
             f"instance, got {type(executor).__name__}"
         )
     if executor == "auto":
-        name = _auto_choice(factories)
-        return _REGISTRY[name].build(num_envs, num_workers), True
+        choice = auto_choice(factories) if factories else AutoChoice(
+            available_executors()[0], None, "no envs to measure")
+        workers = num_workers if num_workers is not None else choice.num_workers
+        built = _REGISTRY[choice.executor].build(num_envs, workers)
+        built.auto = choice
+        return built, True
     entry = _REGISTRY.get(executor)
     if entry is None:
         raise ConfigError(
@@ -153,14 +190,11 @@ def resolve_executor(
 
 
 register_executor(ExecutorEntry("serial", lambda n, w: SerialExecutor(), 0, lambda: True))
-# Threads pay off only for envs whose step releases the GIL (MuJoCo), so "auto" keeps serial
-# for generic envs.
+# "auto" picks threads or processes when its measurements predict a gain (_auto.py).
 register_executor(ExecutorEntry("thread", lambda n, w: ThreadExecutor(w), -5, lambda: True))
 register_executor(
     ExecutorEntry("native", lambda n, w: NativeExecutor(w), -20, lambda: True, general=False)
 )
-# "auto" does not pick processes yet: for cheap envs a worker round trip costs more than the
-# step it runs. Ask for them by name, or pass ProcessExecutor(...) for its options.
 
 
 def _process_available() -> bool:

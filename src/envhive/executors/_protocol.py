@@ -36,6 +36,10 @@ class Executor(ABC):
     #: The name used in ``envhive.make(executor=...)`` and in ``repr`` of a pool.
     name: ClassVar[str] = "abstract"
 
+    #: Why ``executor="auto"`` chose this executor (an ``envhive.executors.AutoChoice``), or
+    #: ``None`` when it was named or passed by the caller. Set by ``resolve_executor``.
+    auto: Any = None
+
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Allocate one buffer array (override to place buffers in shared memory)."""
         return np.zeros(shape, dtype=dtype)

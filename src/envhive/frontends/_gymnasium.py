@@ -41,6 +41,7 @@ from envhive.errors import (
     SpaceMismatchError,
     WaitTimeoutError,
 )
+from envhive.executors._auto import ExecutorName
 from envhive.frontends._torch import TorchArrays, torch_device
 
 __all__ = ["VectorEnv", "gym_infos"]
@@ -472,8 +473,9 @@ class VectorEnv(GymVectorEnv):
 
     @property
     def executor(self) -> str:
-        """The executor's name, e.g. ``"serial"``."""
-        return self._pool.executor.name
+        """The executor's name, e.g. ``"serial"``; when ``executor="auto"`` chose it, its
+        ``why`` says why, with the measured figures (``None`` otherwise)."""
+        return ExecutorName.of(self._pool.executor)
 
     @property
     def env_steps(self) -> int:
@@ -499,11 +501,14 @@ class VectorEnv(GymVectorEnv):
 
     def __repr__(self) -> str:
         how = self._pool.executor.describe() + (" (auto)" if self._chosen_by_auto else "")
+        choice = self._pool.executor.auto
+        # When auto measured the env, the figures behind its choice.
+        why = f", why={choice.reason!r}" if self._chosen_by_auto and choice and choice.costs else ""
         mode = _MODE_NAMES[self._pool.autoreset]
         extra = "" if self.batch_size == self.num_envs else f", batch_size={self.batch_size}"
         closed = ", closed" if self.closed else ""
         return (
-            f"envhive.VectorEnv({self._name!r}, num_envs={self.num_envs}, executor={how!r}, "
+            f"envhive.VectorEnv({self._name!r}, num_envs={self.num_envs}, executor={how!r}{why}, "
             f"autoreset={mode!r}{extra}{closed})"
         )
 
