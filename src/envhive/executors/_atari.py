@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envhive._buffers import Buffers
+from envhive._interrupts import deferred_interrupts
 from envhive._ops import RESET, STEP
 from envhive._report import Completion, EnvProps
 from envhive.engines._batched import BatchedOps
@@ -307,9 +308,13 @@ class AtariEngine(BatchedOps):
 
                 _serve(v, self._inline, list(range(self.num_envs)), report)
                 return raised
-            for sem in self._cmd:
-                sem.release()
-            self._wait_all()
+            # One round is one unit: Ctrl-C is held until every worker has posted its
+            # completion, so no post of this round is left for the next one to mistake for
+            # its own (an Atari step takes milliseconds; a dead worker still raises at once).
+            with deferred_interrupts():
+                for sem in self._cmd:
+                    sem.release()
+                self._wait_all()
             return self._raised
         finally:
             if v:  # empty once closed (a dead worker closes the engine before raising)

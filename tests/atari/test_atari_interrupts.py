@@ -1,0 +1,88 @@
+"""Ctrl-C on the native Atari engine leaves a pool whose next reset and steps are exactly a
+fresh pool's: a round of worker commands is one unit (no completion post of an interrupted
+round is left for the next round to mistake for its own)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+import envhive  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+ID = "envhive/Pong-v5"
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _same_as_fresh(env: envhive.VectorEnv) -> None:
+    """A seeded reset and three steps equal a serial pool's."""
+    ref = envhive.make(ID, 4, executor="serial", seed=1)
+    try:
+        assert np.array_equal(env.reset(seed=1)[0], ref.reset(seed=1)[0])
+        for _ in range(3):
+            got, want = env.step(np.ones(4, np.int64)), ref.step(np.ones(4, np.int64))
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    finally:
+        ref.close()
+
+
+def test_ctrl_c_inside_a_round_of_worker_commands():
+    # The exact place: SIGINT arrives while the parent waits for its workers' completions.
+    env = envhive.make(ID, 4, executor="native", seed=0)
+    try:
+        env.reset()
+        engine = env._pool.executor._engine
+        wait_all = engine._wait_all
+
+        def interrupted_wait() -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            wait_all()
+
+        engine._wait_all = interrupted_wait
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros(4, np.int64))
+        engine._wait_all = wait_all
+        _same_as_fresh(env)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("loop", ["step", "recv"])
+def test_ctrl_c_at_random_moments(loop):
+    rng = random.Random(7)
+    for _ in range(4):
+        env = envhive.make(ID, 4, executor="native", seed=0, batch_size=2 if loop == "recv" else None)
+        try:
+            env.reset()
+            timer = threading.Timer(rng.uniform(0.0, 0.15), os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                for _ in range(400):
+                    if loop == "step":
+                        env.step(np.zeros(4, np.int64))
+                    else:
+                        env.send(np.zeros(4, np.int64))
+                        env.recv()
+                        env.recv()
+            except KeyboardInterrupt:
+                pass
+            timer.join()
+            if env.pool.pending:  # sent by the loop's own code, before a recv it never reached
+                env.pool.wait()
+            _same_as_fresh(env)
+        finally:
+            env.close()
