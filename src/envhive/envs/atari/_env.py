@@ -38,6 +38,7 @@ import gymnasium as gym
 import numpy as np
 
 from envhive._extras import require
+from envhive.envs.atari._frames import area_plan
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 from envhive.errors import ActionError, ResetNeededError
 
@@ -103,6 +104,9 @@ class AtariEnv(gym.Env):
         self._resized = np.zeros((o.img_height, o.img_width) + ((3,) if channels == 3 else ()), np.uint8)
         self._interp = self._cv2.INTER_AREA if o.use_inter_area_resize else self._cv2.INTER_LINEAR
         self._screen = self.ale.getScreenGrayscale if o.gray_scale else self.ale.getScreenRGB
+        # Gray frames shrunk by OpenCV's generic area path are resized in compiled code.
+        self._plan = (area_plan((_RAW_H, _RAW_W), (o.img_height, o.img_width))
+                      if o.gray_scale and o.use_inter_area_resize else None)
         self.observation_space = gym.spaces.Box(0, 255, self._stack.shape, np.uint8)
         self.action_space = gym.spaces.Discrete(len(self._actions))
         self.max_episode_steps = o.max_episode_steps
@@ -173,20 +177,25 @@ class AtariEnv(gym.Env):
         }
 
     def _push(self, push_all: bool, maxpool: bool) -> None:
-        """Max-pool the two captured screens (if asked), resize, push onto the stack."""
-        frame = self._pool[0]
-        if maxpool:
-            np.maximum(frame, self._pool[1], out=frame)
+        """Max-pool the two captured screens (if asked), resize, push onto the stack; with
+        ``push_all`` (a new game) pad the rest of the stack as ``stack_padding`` says."""
         o, stack, c = self.options, self._stack, self._channels
-        if (o.img_height, o.img_width) == frame.shape[:2]:
-            self._resized[...] = frame
+        if self._plan is not None:  # compiled, bit-identical to cv2 (envs/atari/_frames.py)
+            self._plan.push(self._pool[0], self._pool[1], maxpool, stack)
         else:
-            self._cv2.resize(frame, (o.img_width, o.img_height), dst=self._resized, interpolation=self._interp)
+            frame = self._pool[0]
+            if maxpool:
+                np.maximum(frame, self._pool[1], out=frame)
+            if (o.img_height, o.img_width) == frame.shape[:2]:
+                self._resized[...] = frame
+            else:
+                self._cv2.resize(frame, (o.img_width, o.img_height), dst=self._resized,
+                                 interpolation=self._interp)
+            stack[:-c] = stack[c:]
+            stack[-c:] = self._resized if c == 1 else self._resized.transpose(2, 0, 1)
         if push_all and o.stack_padding == "zeros":
-            stack[:] = 0
-        stack[:-c] = stack[c:]
-        stack[-c:] = self._resized if c == 1 else self._resized.transpose(2, 0, 1)
-        if push_all and o.stack_padding == "repeat":
+            stack[:-c] = 0
+        elif push_all and o.stack_padding == "repeat":
             stack[:-c] = np.tile(stack[-c:], (o.stack_num - 1, 1, 1))
 
     # -- step ----------------------------------------------------------------------------
