@@ -74,3 +74,38 @@ def test_close_stops_the_workers_and_frees_shared_memory():
     assert all(not p.is_alive() for p in procs)
     assert not os.path.exists(f"/dev/shm/{name}")
     env.close()  # idempotent
+
+
+def test_a_dead_worker_raises_in_async_recv_too():
+    env = envhive.make(ID, num_envs=4, seed=0, executor="native", batch_size=2)
+    env.async_reset()
+    env.recv()
+    env.recv()
+    proc = engine_of(env)._procs[0]
+    proc.kill()
+    proc.join(5)
+    env.send(np.zeros(2, np.int64), np.array([0, 2]))  # both on worker 0, which is dead
+    with pytest.raises(WorkerDiedError) as err:
+        env.recv()
+    assert err.value.env_ids == [0, 2]
+    env.close()
+
+
+def test_an_env_error_in_a_queued_command_is_that_envs_error_and_the_rest_go_on():
+    # The pool refuses bad actions before they reach the engine; write one past it, so the
+    # worker's own check raises inside a queued command.
+    from envhive._ops import STEP
+
+    env = envhive.make(ID, num_envs=4, seed=0, executor="native", batch_size=4)
+    env.reset(seed=0)
+    engine = engine_of(env)
+    b = engine._ob
+    b.ops[:] = STEP
+    b.actions[:] = [0, 99, 0, 0]
+    engine.start(np.arange(4, dtype=np.int64), None)
+    out = engine.collect(4)
+    assert sorted(out.env_ids) == [0, 2, 3]
+    assert list(out.errors) == [1]
+    assert out.errors[1].cause_type == "ActionError" and "99" in str(out.errors[1])
+    assert all(out.infos[i]["elapsed_step"] == 1 for i in (0, 2, 3))
+    env.close()

@@ -46,16 +46,16 @@ def test_ctrl_c_inside_a_round_of_worker_commands():
     try:
         env.reset()
         engine = env._pool.executor._engine
-        wait_all = engine._wait_all
+        wait_round = engine._wait_round
 
         def interrupted_wait() -> None:
             os.kill(os.getpid(), signal.SIGINT)
-            wait_all()
+            wait_round()
 
-        engine._wait_all = interrupted_wait
+        engine._wait_round = interrupted_wait
         with pytest.raises(KeyboardInterrupt):
             env.step(np.zeros(4, np.int64))
-        engine._wait_all = wait_all
+        engine._wait_round = wait_round
         _same_as_fresh(env)
     finally:
         env.close()

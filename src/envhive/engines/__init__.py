@@ -27,7 +27,7 @@ Examples:
 """
 
 from envhive.engines._columns import column_index
-from envhive.engines._protocol import Engine, NativeFactory, StepAllResult
+from envhive.engines._protocol import AsyncEngine, Engine, NativeFactory, StepAllResult
 from envhive.engines._registry import (
     CompiledEnv,
     EngineKind,
@@ -44,6 +44,7 @@ from envhive.engines._torch import TorchBatchedEnv, TorchEngine
 
 __all__ = [
     "Engine",
+    "AsyncEngine",
     "NativeFactory",
     "StepAllResult",
     "CompiledEnv",

@@ -113,6 +113,33 @@ class Engine(Protocol):
 
 
 @runtime_checkable
+class AsyncEngine(Protocol):
+    """An :class:`Engine` whose envs run beside the caller (worker processes, C++ threads):
+    the native executor's ``send`` starts their ops and returns, ``recv`` collects the first
+    finished, so the caller's own work overlaps the envs' (EnvPool's ``send``/``recv``).
+
+    ``start(ids, options)`` starts the ops in ``buffers.ops`` of envs ``ids`` (int64), actions
+    and seeds read from the bound buffers now; ``collect(min_count)`` waits until at least
+    ``min_count`` started ops finished (fewer when nothing else is running) and reports every
+    finished one exactly once, results written into the bound buffers; ``discard()`` forgets
+    every op started and not collected, without waiting (the executor protocol's
+    ``discard``). Sync ``step_all`` / ``run`` are called only with nothing started.
+    """
+
+    def start(self, ids: np.ndarray, options: dict[str, Any] | None) -> None:
+        """Start the ops of ``ids``; returns before they finish."""
+        ...
+
+    def collect(self, min_count: int) -> Completion:
+        """Wait for at least ``min_count`` finished ops; report every finished one."""
+        ...
+
+    def discard(self) -> None:
+        """Forget every started op not collected yet (queued ones never run)."""
+        ...
+
+
+@runtime_checkable
 class NativeFactory(Protocol):
     """The factory of a compiled id (``engines._registry.native_factory`` builds it).
 

@@ -11,17 +11,25 @@ process executor does that for any env, but it sends each worker's infos back th
 pickled, every step; for Atari that message costs about as much as the preprocessing (see
 docs/executors.md). This engine knows the four Atari infos in advance (EnvPool's ``lives``,
 ``reward``, ``terminated``, ``elapsed_step``), so its workers write them, with the frames,
-rewards and flags, as columns into one shared-memory block: a step is one semaphore post per
-worker and one wait, and nothing is pickled.
+rewards and flags, as columns into one shared-memory block: a sync step is one semaphore post
+per worker and one wait, and nothing is pickled.
 
 Each worker owns every ``num_workers``-th env (env ``i`` is worker ``i % num_workers``'s, so an
 async batch of consecutive ids keeps every worker busy). Its envs are
 :class:`~envhive.envs.atari.AtariEnv`, the very class every other executor runs, so frames are
-the same for a seed by construction, and it does two things to them: step (``advance``) and reset (seeded or not). Everything around the op
-rule (which rows step, which reset after their step, where the terminal frame goes, which
-infos are final infos) is the shared sequence of batched engines,
-:class:`envhive.engines._batched.BatchedOps`, which this engine subclasses with those two
-primitives.
+the same for a seed by construction. Two paths drive them (the worker's side is
+``executors/_atari_worker.py``):
+
+* **sync** (``step_all``, ``run``): a *round*, in which each worker steps or resets its envs of
+  the call; everything around the op rule (which rows step, which reset after their step,
+  where the terminal frame goes, which infos are final infos) is the shared sequence of
+  batched engines, :class:`envhive.engines._batched.BatchedOps`, which this engine subclasses
+  with those two primitives;
+* **async** (``send``/``recv`` through the native executor: the
+  :class:`~envhive.engines.AsyncEngine` methods ``start``/``collect``/``discard``): a *queued
+  command* per worker, in which the worker performs each env's whole op (the op rule of
+  ``envhive._ops``, as ``EnvRunner`` does for a Python env) while the caller goes on; the
+  first finished commands are collected first.
 
 Examples:
     >>> import envhive, numpy as np
@@ -31,14 +39,24 @@ Examples:
     >>> obs.shape, info["elapsed_step"].tolist()
     ((2, 4, 84, 84), [1, 1])
     >>> env.close()
+
+    Async, EnvPool's ``send``/``recv``:
+
+    >>> env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=2)
+    >>> env.async_reset()
+    >>> obs, rew, term, trunc, info = env.recv()
+    >>> env.send(np.zeros(2, np.int64), info["env_id"])
+    >>> sorted(info["env_id"].tolist() + env.recv()[4]["env_id"].tolist()) != []
+    True
+    >>> env.close()
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import time
-import traceback
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING, Any
@@ -49,13 +67,24 @@ from envhive._buffers import Buffers
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import RESET, STEP
 from envhive._report import Completion, EnvProps
-from envhive.engines._batched import BatchedOps
+from envhive.engines._batched import BatchedOps, refuse_reset_options
 from envhive.engines._registry import CompiledEnv
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
-from envhive.errors import ConfigError, EnvWorkerError, WorkerDiedError
+from envhive.errors import ConfigError, EnvhiveError, EnvWorkerError, WorkerDiedError
+from envhive.executors._atari_worker import (
+    CLOSE,
+    IDLE,
+    INFO_KEYS,
+    ROUND,
+    serve_round,
+    size,
+    views,
+    worker_main,
+)
+from envhive.executors._atari_worker import layout as worker_layout
 from envhive.executors._process import default_start_method
 from envhive.executors._spawn import main_hidden, usable_cpus
-from envhive.executors._worker import SpinPolicy, wait_command
+from envhive.executors._worker import SpinPolicy
 
 if TYPE_CHECKING:
     from envhive.engines import Engine, NativeFactory
@@ -63,118 +92,15 @@ if TYPE_CHECKING:
 
 __all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_KEYS"]
 
-#: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
-INFO_KEYS: tuple[tuple[str, type], ...] = (
-    ("lives", np.int32), ("reward", np.float32), ("terminated", np.int32), ("elapsed_step", np.int32),
-)
-#: An op code for "not in this call" (``run`` of some envs only).
-_IDLE = 255
-_CLOSE = 1
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
 
 
-def _layout(n: int, obs_shape: tuple[int, ...]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-    """The shared block's arrays: name -> (dtype, shape)."""
-    fields: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
-        "cmd": (np.dtype(np.int64), (1,)),
-        "ops": (np.dtype(np.uint8), (n,)),
-        "actions": (np.dtype(np.int64), (n,)),
-        "seeds": (np.dtype(np.uint64), (n,)),
-        "has_seed": (np.dtype(np.bool_), (n,)),
-        "obs": (np.dtype(np.uint8), (n, *obs_shape)),
-        "reward": (np.dtype(np.float64), (n,)),
-        "terminated": (np.dtype(np.bool_), (n,)),
-        "truncated": (np.dtype(np.bool_), (n,)),
-        "failed": (np.dtype(np.bool_), (n,)),
-    }
-    for key, dtype in INFO_KEYS:
-        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # the reset info of a RESET
-        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the step info of a STEP
-    return fields
-
-
-def _views(buf: Any, layout: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> dict[str, np.ndarray]:
-    views, offset = {}, 0
-    for name, (dtype, shape) in layout.items():
-        offset = -(-offset // 64) * 64  # cache-line aligned
-        count = int(np.prod(shape))
-        views[name] = np.ndarray(shape, dtype, buf, offset)
-        offset += count * dtype.itemsize
-    return views
-
-
-def _size(layout: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> int:
-    offset = 0
-    for dtype, shape in layout.values():
-        offset = -(-offset // 64) * 64 + int(np.prod(shape)) * dtype.itemsize
-    return max(offset, 1)
-
-
-def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any, ...]) -> None:
-    for (key, _), value in zip(INFO_KEYS, values):
-        v[prefix + key][i] = value
-
-
-def _serve(v: dict[str, np.ndarray], envs: list[Any], ids: list[int], report: Any) -> None:
-    """Perform the ops of this worker's envs (STEP or RESET; the rest are ``_IDLE``). An env
-    that raises is marked ``failed`` and ``report(i, err, traceback)`` says why."""
-    ops, obs, acts = v["ops"], v["obs"], v["actions"]
-    for i, env in zip(ids, envs):
-        op = ops[i]
-        if op == _IDLE:
-            continue
-        try:
-            if op == RESET:
-                seed = int(v["seeds"][i]) if v["has_seed"][i] else None
-                obs[i], _ = env.reset(seed=seed)
-                _write_info(v, "info_", i, env.info_values())
-            else:
-                reward, term, trunc = env.advance(int(acts[i]))
-                v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
-                obs[i] = env.frames
-                _write_info(v, "step_", i, env.info_values())
-        except Exception as err:  # reported per env; the worker carries on
-            v["failed"][i] = True
-            report(i, err, traceback.format_exc())
-
-
-def _worker(w: int, ids: list[int], shm_name: str, layout: Any, kwargs: dict[str, Any],
-            cmd_sem: Any, done_sem: Any, conn: Any, spin: tuple[float, bool]) -> None:
-    """Worker ``w``: build envs ``ids``, then serve commands until told to close."""
-    from envhive.envs.atari._env import AtariEnv
-
-    policy = SpinPolicy(*spin)
-    parent = mp.parent_process()
-
-    shm = shared_memory.SharedMemory(name=shm_name)
-    try:
-        v = _views(shm.buf, layout)
-        try:
-            envs = [AtariEnv(**kwargs) for _ in ids]
-        except Exception as err:
-            conn.send((-1, type(err).__name__, str(err), traceback.format_exc()))
-            done_sem.release()
-            return
-        done_sem.release()  # built
-        while True:
-            # Poll briefly, then block (the process executor's policy: a blocked process's
-            # wake-up is slow on virtual machines, and the parent's next command comes soon).
-            wait_command(cmd_sem, policy, parent)
-            if v["cmd"][0] == _CLOSE:
-                break
-            _serve(v, envs, ids, lambda i, err, tb: conn.send((i, type(err).__name__, str(err), tb)))
-            done_sem.release()
-        del v
-    finally:
-        shm.close()
-
-
-def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, views: dict[str, np.ndarray]) -> None:
+def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.ndarray]) -> None:
     """Close the workers (close command, then terminate) and free the shared block."""
     try:
-        views["cmd"][0] = _CLOSE
-    except (TypeError, ValueError):  # pragma: no cover - the block is already gone
+        arrays["cmd"][0] = CLOSE
+    except (TypeError, ValueError, KeyError):  # pragma: no cover - the block is already gone
         pass
     for p, sem in zip(procs, cmd_sems):
         if p.is_alive():
@@ -184,7 +110,7 @@ def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, views: dict[str, np.n
         if p.is_alive():  # pragma: no cover - a stuck worker
             p.terminate()
             p.join(1.0)
-    views.clear()
+    arrays.clear()
     try:
         shm.close()
         shm.unlink()
@@ -196,6 +122,12 @@ class AtariEngine(BatchedOps):
     """A batch of Atari games on worker processes, for the native executor (see the module
     docstring). With one worker (one env, or one usable core) the games run in the caller,
     as on the serial executor: a round trip would only add latency.
+
+    Sync steps are *rounds* (every worker steps its envs of the call; the parent runs the
+    :class:`BatchedOps` sequence around them). Async ``send``/``recv`` are *queued commands*
+    (:class:`~envhive.engines.AsyncEngine`): ``start`` appends one command per worker and
+    returns, the workers perform each env's whole op, and ``collect`` hands over finished
+    commands, first finished first, while the others run on.
 
     Args:
         num_envs: batch size.
@@ -217,78 +149,96 @@ class AtariEngine(BatchedOps):
         self.num_envs = n = int(num_envs)
         workers = max(1, min(num_workers or usable_cpus(), n))
         self.num_threads = workers  # the native executor's describe(): worker processes here
-        layout = _layout(n, shape)
+        # Env i belongs to worker i % workers (interleaved, not contiguous): a send of
+        # consecutive ids (an async batch) then keeps every worker busy, not one.
+        self._owned = [list(range(w, n, workers)) for w in range(workers)]
+        self._owner = np.arange(n) % workers
+        # A ring holds the commands in flight and, after a discard, skipped ones: each env is
+        # in at most one live command, so 4 slots per owned env leave room for 3 discards.
+        ring = 4 * len(self._owned[0]) + 8
+        fields = worker_layout(n, workers, ring, shape)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._inline: list[Any] | None = None
         self._finalizer: Any = None
-        # Env i belongs to worker i % workers (interleaved, not contiguous): a send of
-        # consecutive ids (an async batch) then keeps every worker busy, not one.
-        self._owned = [list(range(w, n, workers)) for w in range(workers)]
+        self._pending = Completion()  # async results not collected yet
+        self._inflight: list[deque[tuple[int, int, np.ndarray]]] = [deque() for _ in range(workers)]
+        self._ring_consumed = [0] * workers  # ring slots of collected (or dropped) commands
+        self._async_errors: dict[int, EnvWorkerError] = {}
+        self._round_errors: dict[int, EnvWorkerError] = {}
         if workers == 1:
             # Inline: the games in this process, the same code on plain arrays.
             self._inline = [probe] + [AtariEnv(**kwargs) for _ in range(n - 1)]
-            self._raised: dict[int, EnvWorkerError] = {}
-            self._v = _views(bytearray(_size(layout)), layout)
-            self._v["ops"][:] = _IDLE
+            self._v = views(bytearray(size(fields)), fields)
+            self._v["ops"][:] = IDLE
             self._finalizer = weakref.finalize(self, lambda: None)
             return
         probe.close()
-        self._shm = shared_memory.SharedMemory(create=True, size=_size(layout))
-        self._v = v = _views(self._shm.buf, layout)
-        v["ops"][:] = _IDLE
+        self._shm = shared_memory.SharedMemory(create=True, size=size(fields))
+        self._v = v = views(self._shm.buf, fields)
+        v["ops"][:] = IDLE
         ctx: Any = mp.get_context(default_start_method())
-        self._done = ctx.Semaphore(0)
+        self._round_done = ctx.Semaphore(0)
+        self._async_done = ctx.Semaphore(0)
         self._cmd = [ctx.Semaphore(0) for _ in range(workers)]
         # Waiters poll before they block, yielding the core unless each process has one.
         spin = (_SPIN_S, workers + 1 > usable_cpus())
         self._spin = SpinPolicy(*spin)
         for w in range(workers):
             parent, child = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker, daemon=True, name=f"envhive-atari-{w}", args=(
-                w, self._owned[w], self._shm.name, layout, dict(kwargs),
-                self._cmd[w], self._done, child, spin))
+            p = ctx.Process(target=worker_main, daemon=True, name=f"envhive-atari-{w}", args=(
+                w, self._owned[w], self._shm.name, fields, dict(kwargs), self._cmd[w],
+                self._round_done, self._async_done, child, spin))
             with main_hidden():  # workers need nothing from the user's script
                 p.start()
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
         self._finalizer = weakref.finalize(self, _stop, self._procs, self._cmd, self._shm, self._v)
-        self._wait_all()
+        self._wait_round()
 
     # -- worker round trip --------------------------------------------------------------
-    def _wait_all(self) -> None:
-        """Wait for one completion per worker; a dead worker raises instead of hanging."""
+    def _take(self, sem: Any) -> None:
+        """Take one post of ``sem``: poll, then block; a dead worker raises instead of hanging."""
+        start = time.perf_counter()
+        if not self._spin.poll(sem):
+            while not sem.acquire(True, _WAIT_S):
+                self._check_alive()
+        self._spin.observe(time.perf_counter() - start)
+
+    def _check_alive(self) -> None:
+        dead = [w for w, p in enumerate(self._procs) if not p.is_alive()]
+        if dead:
+            w = dead[0]
+            code = self._procs[w].exitcode
+            self.close()
+            raise WorkerDiedError(f"Atari worker {w} died (exit code {code})",
+                                  env_ids=self._owned[w], exitcode=code)
+
+    def _wait_round(self) -> None:
+        """Wait for one round completion per worker; their env errors in ``_round_errors``."""
         for _ in self._procs:
-            start = time.perf_counter()
-            if self._spin.poll(self._done):
-                self._spin.observe(time.perf_counter() - start)
-                continue
-            while not self._done.acquire(True, _WAIT_S):
-                dead = [w for w, p in enumerate(self._procs) if not p.is_alive()]
-                if dead:
-                    w = dead[0]
-                    code = self._procs[w].exitcode
-                    self.close()
-                    raise WorkerDiedError(
-                        f"Atari worker {w} died (exit code {code})",
-                        env_ids=self._owned[w],
-                        exitcode=code)
-            self._spin.observe(time.perf_counter() - start)
-        errors = self._errors()
+            self._take(self._round_done)
+        self._read_errors()
+        errors, self._round_errors = self._round_errors, {}
         if -1 in errors:
             self.close()
             raise errors[-1]
         self._raised = errors
 
-    def _errors(self) -> dict[int, EnvWorkerError]:
-        out: dict[int, EnvWorkerError] = {}
+    def _read_errors(self) -> None:
+        """Sort the workers' error messages: a round's, or a queued command's (kept only if
+        its command was not discarded: the parent still expects the env)."""
+        current = int(self._v["epoch"][0])
         for conn in self._conns:
             while conn.poll():
-                i, kind, text, tb = conn.recv()
-                out[i] = EnvWorkerError(f"the env raised {kind}: {text}", env_id=i,
-                                        worker_traceback=tb, cause_type=kind)
-        return out
+                kind, epoch, i, name, text, tb = conn.recv()
+                err = EnvWorkerError(f"the env raised {name}: {text}", env_id=i,
+                                     worker_traceback=tb, cause_type=name)
+                if kind == ROUND:
+                    self._round_errors[i] = err
+                elif epoch == current:
+                    self._async_errors[i] = err
 
     def _round(self, ids: np.ndarray, op: int) -> dict[int, EnvWorkerError]:
         """Run ``op`` (STEP or RESET) on envs ``ids`` in the workers; their errors by env."""
@@ -306,23 +256,144 @@ class AtariEngine(BatchedOps):
                                                env_id=i, worker_traceback=tb,
                                                cause_type=type(err).__name__)
 
-                _serve(v, self._inline, list(range(self.num_envs)), report)
+                serve_round(v, self._inline, list(range(self.num_envs)), report)
                 return raised
             # One round is one unit: Ctrl-C is held until every worker has posted its
             # completion, so no post of this round is left for the next one to mistake for
             # its own (an Atari step takes milliseconds; a dead worker still raises at once).
             with deferred_interrupts():
+                v["round"][:] = 1
                 for sem in self._cmd:
                     sem.release()
-                self._wait_all()
+                self._wait_round()
             return self._raised
         finally:
             if v:  # empty once closed (a dead worker closes the engine before raising)
-                v["ops"][rows] = _IDLE
+                v["ops"][rows] = IDLE
 
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (once)."""
         self._bind_ops(buffers)
+
+    # -- async: queued commands ---------------------------------------------------------
+    def start(self, ids: np.ndarray, options: dict[str, Any] | None) -> None:
+        """Start the ops of envs ``ids``: one command per worker owning some of them.
+
+        No step here needs Ctrl-C held: a command is written to ring slots the worker does
+        not read yet, booked, then published (``q_tail``) and posted. Cut short anywhere, the
+        pool calls :meth:`discard`, which drops a booked command that was never published."""
+        b, v = self._ob, self._v
+        ids = refuse_reset_options(ids, b.ops, options, self._pending, self.what)
+        if not ids.size:
+            return
+        if self._inline is not None:  # no workers: the ops run now
+            self.run(ids, None, self._pending)
+            return
+        v["a_ops"][ids] = b.ops[ids]
+        v["actions"][ids] = b.actions[ids]
+        seeded = b.has_seed[ids] & (b.ops[ids] == RESET)
+        v["has_seed"][ids] = seeded
+        for i in ids[seeded].tolist():
+            v["seeds"][i] = b.seed_of(i)
+        epoch = int(v["epoch"][0])
+        owners = self._owner[ids]
+        ring = v["q_env"].shape[1]
+        for w in range(len(self._procs)):
+            mine = ids[owners == w]
+            if not mine.size:
+                continue
+            tail = int(v["q_tail"][w])
+            end = tail + mine.size
+            if end - self._ring_consumed[w] > ring:
+                raise EnvhiveError(f"Atari worker {w}: its command ring is full (a worker "
+                                   "stuck after repeated interrupts?); close the pool")
+            slots = np.arange(tail, end) % ring
+            v["q_env"][w, slots] = mine
+            tags = np.full(mine.size, epoch * 2, np.int64)
+            tags[-1] += 1  # the command's last env
+            v["q_tag"][w, slots] = tags
+            self._inflight[w].append((end, epoch, mine))
+            v["q_tail"][w] = end
+            self._cmd[w].release()  # a post is a memory barrier: the ring is visible
+
+    def collect(self, min_count: int) -> Completion:
+        """Hand over every finished command, waiting until ``min_count`` envs finished
+        (or nothing else runs)."""
+        out, self._pending = self._pending, Completion()
+        if self._inline is not None:
+            return out
+        count = len(out.env_ids) + len(out.errors)
+        while True:
+            count += self._harvest(out)
+            if count >= min_count or not any(self._inflight):
+                return out
+            self._take(self._async_done)
+
+    def _harvest(self, out: Completion) -> int:
+        """Apply every finished command to the buffers and ``out``; the envs it reported.
+
+        A worker publishes how far it got in its ring (``q_head``); a command whose last slot
+        is not beyond that has finished. Cut short between taking a command and applying it,
+        its results are lost, and the pool's :meth:`discard` gives up on its envs."""
+        v, got = self._v, 0
+        current = int(v["epoch"][0])
+        heads = v["q_head"]
+        for w, flight in enumerate(self._inflight):
+            if not flight or flight[0][0] > heads[w]:
+                continue
+            if v["failed"].any():
+                self._read_errors()
+            head = int(heads[w])
+            while flight and flight[0][0] <= head:
+                end, epoch, ids = flight.popleft()
+                self._ring_consumed[w] = end
+                if epoch == current:
+                    got += self._apply(ids, out)
+        return got
+
+    def _apply(self, ids: np.ndarray, out: Completion) -> int:
+        """One finished command's results into the pool's buffers and ``out``."""
+        b, v = self._ob, self._v
+        failed = v["failed"][ids]
+        if failed.any():
+            for i in ids[failed].tolist():
+                lost = EnvWorkerError("the env raised (its error message was lost)", env_id=i)
+                out.errors[i] = self._async_errors.pop(i, lost)
+            ids = ids[~failed]
+        b.obs[ids] = v["obs"][ids]
+        b.reward[ids] = v["reward"][ids]
+        b.terminated[ids] = v["terminated"][ids]
+        b.truncated[ids] = v["truncated"][ids]
+        ops = v["a_ops"][ids]
+        again = v["reset_after"][ids]
+        if again.any():
+            b.final_obs[ids[again]] = v["final_obs"][ids[again]]  # type: ignore[index]
+        step = [v["step_" + k][ids] for k, _ in INFO_KEYS]
+        reset = [v["info_" + k][ids] for k, _ in INFO_KEYS]
+        keys = [k for k, _ in INFO_KEYS]
+        infos, finals = out.infos, out.final_infos
+        for pos, (i, op, ended) in enumerate(zip(ids.tolist(), ops.tolist(), again.tolist())):
+            if op == RESET or ended:
+                infos[i] = {k: col[pos] for k, col in zip(keys, reset)}
+                if ended:
+                    finals[i] = {k: col[pos] for k, col in zip(keys, step)}
+            else:
+                infos[i] = {k: col[pos] for k, col in zip(keys, step)}
+        out.env_ids.extend(ids.tolist())
+        return int(ids.size + failed.sum())
+
+    def discard(self) -> None:
+        """Forget every started op not collected: queued ones are skipped by the workers,
+        running ones finish and their results are dropped. Does not wait."""
+        self._pending = Completion()
+        if self._inline is not None or not self._v:
+            return
+        v = self._v
+        v["epoch"][0] += 1
+        for w, flight in enumerate(self._inflight):
+            while flight and flight[-1][0] > v["q_tail"][w]:
+                flight.pop()  # booked by a start cut short, never published
+        self._async_errors.clear()
 
     # -- the primitives of BatchedOps -----------------------------------------------------
     def _first_bad(self, actions: Any, ids: np.ndarray) -> int:

@@ -32,7 +32,7 @@ import numpy as np
 
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
-from envhive.engines import Engine, NativeFactory, StepAllResult
+from envhive.engines import AsyncEngine, Engine, NativeFactory, StepAllResult
 from envhive.errors import ConfigError
 from envhive.executors._protocol import RunsInSend
 
@@ -48,8 +48,10 @@ class NativeExecutor(RunsInSend):
     """Steps a batch of compiled envs with one compiled call per ``send``.
 
     Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
-    There are no workers: the call runs in the caller's thread and returns when done. Engines
-    that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
+    Most engines have no workers: the call runs in the caller's thread and returns when done,
+    and engines that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
+    An :class:`~envhive.engines.AsyncEngine` (Atari's worker processes) runs beside the
+    caller: ``send`` starts its ops and ``recv`` collects the first finished.
 
     Args:
         num_threads: threads for engines that parallelize a step (``None``: one per core).
@@ -94,6 +96,11 @@ class NativeExecutor(RunsInSend):
         assert isinstance(first, NativeFactory)  # checked above
         engine = first.native_engine(len(factories), self.num_threads)
         self._engine = engine
+        if isinstance(engine, AsyncEngine):
+            # Its envs run beside the caller: send starts their ops, recv collects them.
+            self.send = self._start  # type: ignore[method-assign]
+            self.recv = engine.collect  # type: ignore[method-assign]
+            self.discard = engine.discard  # type: ignore[method-assign]
         # Engines whose envs live in tensors (TorchEngine) write results on their device.
         self.resident_device = engine.device
         return [engine.props] * len(factories)
@@ -118,6 +125,9 @@ class NativeExecutor(RunsInSend):
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
         self._live().run(env_ids.astype(np.int64, copy=False), options, self._done)
+
+    def _start(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
+        self._live().start(env_ids.astype(np.int64, copy=False), options)  # type: ignore[attr-defined]
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],

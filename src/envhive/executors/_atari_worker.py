@@ -1,0 +1,215 @@
+"""The worker side of the native Atari engine (``executors/_atari.py``): the shared block's
+layout, and the loop a worker process runs over its games.
+
+A worker owns some games (:class:`~envhive.envs.atari.AtariEnv`) and takes two kinds of work,
+both from its command semaphore:
+
+* **Rounds** (sync ``step``): the parent writes an op per env into the block's ``ops`` column
+  (``_IDLE`` for envs not in the call), sets the worker's ``round`` flag and posts; the worker
+  performs its envs' ops (step *or* reset: the parent's :class:`BatchedOps` sequence does the
+  rest) and posts ``round_done`` once.
+* **Queued commands** (async ``send``): the parent appends a command (env ids, the last one
+  marked) to the worker's ring and posts; the worker performs each env's whole op as
+  ``EnvRunner`` does for a Python env (``_ops``: STEP, RESET, STEP_RESET with its reset after
+  an ended episode, keeping the terminal frame), then publishes how far it got in the ring
+  (``q_head``) and posts ``async_done``. Commands of an older ``epoch`` (the parent discarded them) are skipped.
+
+Results go to the block's columns (frames, rewards, flags, the four EnvPool infos of the step
+and of the reset); an env that raises is marked ``failed`` and its error sent on the worker's
+pipe *before* the command is counted, tagged with its kind (and a queued command's epoch), so
+the parent reads it with the completion.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from typing import Any
+
+import numpy as np
+
+from envhive._ops import RESET, RESET_REWARD, resets_in_op
+from envhive.errors import ActionError
+from envhive.executors._worker import SpinPolicy, wait_command
+
+__all__ = ["INFO_KEYS", "IDLE", "CLOSE", "ROUND", "ASYNC", "layout", "views", "size", "worker_main"]
+
+#: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
+INFO_KEYS: tuple[tuple[str, type], ...] = (
+    ("lives", np.int32), ("reward", np.float32), ("terminated", np.int32), ("elapsed_step", np.int32),
+)
+IDLE = 255  # an op code for "not in this round"
+CLOSE = 1
+ROUND, ASYNC = 0, 1  # what an error message belongs to
+
+Layout = dict[str, tuple[np.dtype, tuple[int, ...]]]
+
+
+def layout(n: int, workers: int, ring: int, obs_shape: tuple[int, ...]) -> Layout:
+    """The shared block's arrays: name -> (dtype, shape). ``ring``: slots of each worker's
+    command ring."""
+    fields: Layout = {
+        "cmd": (np.dtype(np.int64), (1,)),
+        "epoch": (np.dtype(np.int64), (1,)),
+        "round": (np.dtype(np.int64), (workers,)),
+        "q_tail": (np.dtype(np.int64), (workers,)),
+        "q_head": (np.dtype(np.int64), (workers,)),  # ring slots the worker is done with
+        "q_env": (np.dtype(np.int64), (workers, ring)),
+        "q_tag": (np.dtype(np.int64), (workers, ring)),  # epoch * 2 + (last of its command)
+        "ops": (np.dtype(np.uint8), (n,)),  # a round's ops
+        "a_ops": (np.dtype(np.uint8), (n,)),  # a queued env's op
+        "actions": (np.dtype(np.int64), (n,)),
+        "seeds": (np.dtype(np.uint64), (n,)),
+        "has_seed": (np.dtype(np.bool_), (n,)),
+        "obs": (np.dtype(np.uint8), (n, *obs_shape)),
+        "final_obs": (np.dtype(np.uint8), (n, *obs_shape)),
+        "reward": (np.dtype(np.float64), (n,)),
+        "terminated": (np.dtype(np.bool_), (n,)),
+        "truncated": (np.dtype(np.bool_), (n,)),
+        "reset_after": (np.dtype(np.bool_), (n,)),
+        "failed": (np.dtype(np.bool_), (n,)),
+    }
+    for key, dtype in INFO_KEYS:
+        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # the info of the env's last reset
+        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the info of its last step
+    return fields
+
+
+def views(buf: Any, fields: Layout) -> dict[str, np.ndarray]:
+    """Arrays over ``buf`` (each cache-line aligned), by name."""
+    out, offset = {}, 0
+    for name, (dtype, shape) in fields.items():
+        offset = -(-offset // 64) * 64
+        out[name] = np.ndarray(shape, dtype, buf, offset)
+        offset += int(np.prod(shape)) * dtype.itemsize
+    return out
+
+
+def size(fields: Layout) -> int:
+    """Bytes of the block."""
+    offset = 0
+    for dtype, shape in fields.values():
+        offset = -(-offset // 64) * 64 + int(np.prod(shape)) * dtype.itemsize
+    return max(offset, 1)
+
+
+def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any, ...]) -> None:
+    for (key, _), value in zip(INFO_KEYS, values):
+        v[prefix + key][i] = value
+
+
+def _reset(v: dict[str, np.ndarray], env: Any, i: int, seed: int | None) -> None:
+    v["obs"][i], _ = env.reset(seed=seed)
+    _write_info(v, "info_", i, env.info_values())
+
+
+def serve_round(v: dict[str, np.ndarray], envs: list[Any], ids: list[int], report: Any) -> None:
+    """A round: step or reset (the parent does the rest) each env of ``ids`` whose op is not
+    ``IDLE``. An env that raises is marked ``failed`` and ``report(i, err, traceback)``."""
+    ops, obs, acts = v["ops"], v["obs"], v["actions"]
+    for i, env in zip(ids, envs):
+        op = ops[i]
+        if op == IDLE:
+            continue
+        try:
+            if op == RESET:
+                _reset(v, env, i, int(v["seeds"][i]) if v["has_seed"][i] else None)
+            else:
+                reward, term, trunc = env.advance(int(acts[i]))
+                v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
+                obs[i] = env.frames
+                _write_info(v, "step_", i, env.info_values())
+        except Exception as err:  # reported per env; the worker carries on
+            v["failed"][i] = True
+            report(i, err, traceback.format_exc())
+
+
+def perform(v: dict[str, np.ndarray], env: Any, i: int) -> None:
+    """Env ``i``'s whole op (``a_ops``), as ``EnvRunner`` performs one for a Python env."""
+    op = int(v["a_ops"][i])
+    v["reset_after"][i] = False
+    if op == RESET:
+        _reset(v, env, i, int(v["seeds"][i]) if v["has_seed"][i] else None)
+        v["reward"][i], v["terminated"][i], v["truncated"][i] = RESET_REWARD, False, False
+        return
+    a = int(v["actions"][i])
+    if not 0 <= a < len(env._actions):
+        raise ActionError(f"{env.id}: action {a} is outside {env.action_space}")
+    reward, term, trunc = env.advance(a)
+    v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
+    v["obs"][i] = env.frames
+    _write_info(v, "step_", i, env.info_values())
+    if resets_in_op(op, term, trunc):
+        v["final_obs"][i] = env.frames
+        v["reset_after"][i] = True
+        _reset(v, env, i, None)
+
+
+class _Queue:
+    """This worker's end of its command ring."""
+
+    def __init__(self, v: dict[str, np.ndarray], w: int, envs: dict[int, Any], done_sem: Any,
+                 report: Any) -> None:
+        self.v, self.w, self.envs, self.done_sem, self.report = v, w, envs, done_sem, report
+        self.head = 0
+        self.slots = v["q_env"].shape[1]
+
+    def drain(self) -> None:
+        """Perform every queued env; count and post each command as it ends."""
+        v, w = self.v, self.w
+        q_env, q_tag, epoch = v["q_env"][w], v["q_tag"][w], v["epoch"]
+        while self.head < int(v["q_tail"][w]):
+            k = self.head % self.slots
+            i, tag = int(q_env[k]), int(q_tag[k])
+            if tag >> 1 == int(epoch[0]):  # else discarded by the parent: skip it
+                v["failed"][i] = False
+                try:
+                    perform(v, self.envs[i], i)
+                except Exception as err:
+                    v["failed"][i] = True
+                    self.report(ASYNC, tag >> 1, i, err, traceback.format_exc())
+            self.head += 1
+            if tag & 1:  # the command ended: publish how far the worker got, then post
+                v["q_head"][w] = self.head
+                self.done_sem.release()
+
+
+def worker_main(w: int, ids: list[int], shm_name: str, fields: Layout, kwargs: dict[str, Any],
+                cmd_sem: Any, round_done: Any, async_done: Any, conn: Any,
+                spin: tuple[float, bool]) -> None:
+    """Worker ``w``: build envs ``ids``, then serve rounds and queued commands until told to close."""
+    from multiprocessing import shared_memory
+
+    from envhive.envs.atari._env import AtariEnv
+
+    policy = SpinPolicy(*spin)
+    parent = mp.parent_process()
+    shm = shared_memory.SharedMemory(name=shm_name)
+    try:
+        v = views(shm.buf, fields)
+        try:
+            envs = [AtariEnv(**kwargs) for _ in ids]
+        except Exception as err:
+            conn.send((ROUND, 0, -1, type(err).__name__, str(err), traceback.format_exc()))
+            round_done.release()
+            return
+
+        def report(kind: int, epoch: int, i: int, err: Exception, tb: str) -> None:
+            conn.send((kind, epoch, i, type(err).__name__, str(err), tb))
+
+        queue = _Queue(v, w, dict(zip(ids, envs)), async_done, report)
+        round_done.release()  # built
+        while True:
+            # Poll briefly, then block (the process executor's policy: a blocked process's
+            # wake-up is slow on virtual machines, and the parent's next command comes soon).
+            wait_command(cmd_sem, policy, parent)
+            if v["cmd"][0] == CLOSE:
+                break
+            queue.drain()
+            if v["round"][w]:
+                v["round"][w] = 0
+                serve_round(v, envs, ids, lambda i, err, tb: report(ROUND, 0, i, err, tb))
+                round_done.release()
+        del v, queue
+    finally:
+        shm.close()
