@@ -29,7 +29,7 @@ the same for a seed by construction. Two paths drive them (the worker's side is
   :class:`~envhive.engines.AsyncEngine` methods ``start``/``collect``/``discard``): a *queued
   command* per worker, in which the worker performs each env's whole op (the op rule of
   ``envhive._ops``, as ``EnvRunner`` does for a Python env) while the caller goes on; the
-  first finished commands are collected first.
+  envs finished first are collected first.
 
 Examples:
     >>> import envhive, numpy as np
@@ -126,8 +126,8 @@ class AtariEngine(BatchedOps):
     Sync steps are *rounds* (every worker steps its envs of the call; the parent runs the
     :class:`BatchedOps` sequence around them). Async ``send``/``recv`` are *queued commands*
     (:class:`~envhive.engines.AsyncEngine`): ``start`` appends one command per worker and
-    returns, the workers perform each env's whole op, and ``collect`` hands over finished
-    commands, first finished first, while the others run on.
+    returns, the workers perform each env's whole op, and ``collect`` hands over the envs
+    finished so far, first finished first, while the others run on.
 
     Args:
         num_envs: batch size.
@@ -183,7 +183,9 @@ class AtariEngine(BatchedOps):
         self._cmd = [ctx.Semaphore(0) for _ in range(workers)]
         # Waiters poll before they block, yielding the core unless each process has one.
         spin = (_SPIN_S, workers + 1 > usable_cpus())
-        self._spin = SpinPolicy(*spin)
+        # The parent polls only with a core to spare: otherwise its polls take the time of
+        # the workers it waits for (they always have envs queued in async use).
+        self._spin = SpinPolicy(*spin) if workers < usable_cpus() else SpinPolicy(0.0, True)
         for w in range(workers):
             parent, child = ctx.Pipe(duplex=False)
             p = ctx.Process(target=worker_main, daemon=True, name=f"envhive-atari-{w}", args=(
@@ -198,12 +200,15 @@ class AtariEngine(BatchedOps):
         self._wait_round()
 
     # -- worker round trip --------------------------------------------------------------
-    def _take(self, sem: Any) -> None:
-        """Take one post of ``sem``: poll, then block; a dead worker raises instead of hanging."""
+    def _take(self, sem: Any, once: bool = False) -> None:
+        """Take one post of ``sem``: poll, then block; a dead worker raises instead of hanging.
+        ``once``: give up after one block of ``_WAIT_S`` (the caller looks again itself)."""
         start = time.perf_counter()
         if not self._spin.poll(sem):
             while not sem.acquire(True, _WAIT_S):
                 self._check_alive()
+                if once:
+                    break
         self._spin.observe(time.perf_counter() - start)
 
     def _check_alive(self) -> None:
@@ -323,32 +328,46 @@ class AtariEngine(BatchedOps):
         if self._inline is not None:
             return out
         count = len(out.env_ids) + len(out.errors)
+        v = self._v
         while True:
             count += self._harvest(out)
             if count >= min_count or not any(self._inflight):
                 return out
-            self._take(self._async_done)
+            # Ask for one post when enough envs are done (not one per env), then look again:
+            # an env may have finished before the workers could read the request.
+            v["want"][0] = int(v["q_head"].sum()) + min_count - count
+            count += self._harvest(out)
+            if count >= min_count or not any(self._inflight):
+                return out
+            self._take(self._async_done, once=True)
 
     def _harvest(self, out: Completion) -> int:
-        """Apply every finished command to the buffers and ``out``; the envs it reported.
+        """Apply every finished env to the buffers and ``out``; how many it reported.
 
-        A worker publishes how far it got in its ring (``q_head``); a command whose last slot
-        is not beyond that has finished. Cut short between taking a command and applying it,
-        its results are lost, and the pool's :meth:`discard` gives up on its envs."""
+        A worker publishes how far it got in its ring (``q_head``) after each env, so the
+        finished part of a command is taken and the rest stays booked. Cut short between
+        taking envs and applying them, their results are lost, and the pool's
+        :meth:`discard` gives up on them."""
         v, got = self._v, 0
         current = int(v["epoch"][0])
         heads = v["q_head"]
         for w, flight in enumerate(self._inflight):
-            if not flight or flight[0][0] > heads[w]:
+            if not flight or flight[0][0] - flight[0][2].size >= heads[w]:
                 continue
             if v["failed"].any():
                 self._read_errors()
             head = int(heads[w])
-            while flight and flight[0][0] <= head:
-                end, epoch, ids = flight.popleft()
-                self._ring_consumed[w] = end
+            while flight and flight[0][0] - flight[0][2].size < head:
+                end, epoch, ids = flight[0]
+                if end <= head:
+                    flight.popleft()
+                    taken = ids
+                else:  # partly done: keep the rest booked
+                    taken = ids[: ids.size - (end - head)]
+                    flight[0] = (end, epoch, ids[taken.size:])
+                self._ring_consumed[w] = min(end, head)
                 if epoch == current:
-                    got += self._apply(ids, out)
+                    got += self._apply(taken, out)
         return got
 
     def _apply(self, ids: np.ndarray, out: Completion) -> int:

@@ -11,8 +11,8 @@ both from its command semaphore:
 * **Queued commands** (async ``send``): the parent appends a command (env ids, the last one
   marked) to the worker's ring and posts; the worker performs each env's whole op as
   ``EnvRunner`` does for a Python env (``_ops``: STEP, RESET, STEP_RESET with its reset after
-  an ended episode, keeping the terminal frame), then publishes how far it got in the ring
-  (``q_head``) and posts ``async_done``. Commands of an older ``epoch`` (the parent discarded them) are skipped.
+  an ended episode, keeping the terminal frame), publishing after each env how far it got in the ring
+  (``q_head``) and posting ``async_done``. Commands of an older ``epoch`` (the parent discarded them) are skipped.
 
 Results go to the block's columns (frames, rewards, flags, the four EnvPool infos of the step
 and of the reset); an env that raises is marked ``failed`` and its error sent on the worker's
@@ -54,6 +54,7 @@ def layout(n: int, workers: int, ring: int, obs_shape: tuple[int, ...]) -> Layou
         "round": (np.dtype(np.int64), (workers,)),
         "q_tail": (np.dtype(np.int64), (workers,)),
         "q_head": (np.dtype(np.int64), (workers,)),  # ring slots the worker is done with
+        "want": (np.dtype(np.int64), (1,)),  # post when the sum of q_head reaches this
         "q_env": (np.dtype(np.int64), (workers, ring)),
         "q_tag": (np.dtype(np.int64), (workers, ring)),  # epoch * 2 + (last of its command)
         "ops": (np.dtype(np.uint8), (n,)),  # a round's ops
@@ -157,7 +158,7 @@ class _Queue:
     def drain(self) -> None:
         """Perform every queued env; count and post each command as it ends."""
         v, w = self.v, self.w
-        q_env, q_tag, epoch = v["q_env"][w], v["q_tag"][w], v["epoch"]
+        q_env, q_tag, epoch, heads, want = v["q_env"][w], v["q_tag"][w], v["epoch"], v["q_head"], v["want"]
         while self.head < int(v["q_tail"][w]):
             k = self.head % self.slots
             i, tag = int(q_env[k]), int(q_tag[k])
@@ -169,8 +170,12 @@ class _Queue:
                     v["failed"][i] = True
                     self.report(ASYNC, tag >> 1, i, err, traceback.format_exc())
             self.head += 1
-            if tag & 1:  # the command ended: publish how far the worker got, then post
-                v["q_head"][w] = self.head
+            # Publish each env as it ends: the parent takes the first finished envs whatever
+            # their commands (a batch mixes workers, so each keeps work queued). Post when the
+            # parent has enough (``want``; read after the publish, so one of two workers that
+            # finish together sees the other's) or when going idle (which covers a stale read).
+            v["q_head"][w] = self.head
+            if self.head == int(v["q_tail"][w]) or int(heads.sum()) >= int(want[0]):
                 self.done_sem.release()
 
 

@@ -85,6 +85,13 @@ def area_taps(src: int, dst: int) -> tuple[np.ndarray, np.ndarray]:
     return index, weight
 
 
+def _pad(index: np.ndarray, weight: np.ndarray, taps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tables padded to ``taps`` rows with zero weights (adding ``0 * x`` changes no sum)."""
+    extra = taps - index.shape[0]
+    return (np.concatenate([index, np.repeat(index[:1], extra, 0)]),
+            np.concatenate([weight, np.zeros((extra, weight.shape[1]), np.float32)]))
+
+
 @jit(nogil=True, error_model="numpy")
 def _push(a, b, pool, stack, xi, xw, yi, yw, rows, line):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """Shift ``stack`` down one frame and write into its last frame the area resize of ``a``
@@ -127,6 +134,42 @@ def _push(a, b, pool, stack, xi, xw, yi, yw, rows, line):  # type: ignore[no-unt
             o[d] = np.uint8(min(np.float32(255.0), np.rint(line[d])))
 
 
+@jit(nogil=True, error_model="numpy")
+def _push3(a, b, pool, stack, xi, xw, yi, yw, rows, line):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """:func:`_push` for exactly three taps per axis (a shrink by at most 2: Atari's 84x84),
+    written out so that the loops keep their sums in registers and vectorize."""
+    height, width = a.shape
+    depth, h, w = stack.shape
+    x0, x1, x2, a0, a1, a2 = xi[0], xi[1], xi[2], xw[0], xw[1], xw[2]
+    for y in range(height):
+        if pool:
+            for x in range(width):
+                m = max(a[y, x], b[y, x])
+                a[y, x] = m  # pooled in place, as OpenCV callers do (an early game over reuses it)
+                line[x] = np.float32(m)
+        else:
+            for x in range(width):
+                line[x] = np.float32(a[y, x])
+        hrow = rows[y]
+        for d in range(w):
+            s = line[x0[d]] * a0[d]
+            s += line[x1[d]] * a1[d]
+            s += line[x2[d]] * a2[d]
+            hrow[d] = s
+    for k in range(depth - 1):
+        stack[k] = stack[k + 1]
+    out = stack[depth - 1]
+    for dy in range(h):
+        o = out[dy]
+        r0, r1, r2 = rows[yi[0, dy]], rows[yi[1, dy]], rows[yi[2, dy]]
+        c0, c1, c2 = yw[0, dy], yw[1, dy], yw[2, dy]
+        for d in range(w):
+            v = c0 * r0[d]
+            v += c1 * r1[d]
+            v += c2 * r2[d]
+            o[d] = np.uint8(min(np.float32(255.0), np.rint(v)))
+
+
 class AreaPlan:
     """One resize (source and destination shape) planned: its weights and scratch rows.
 
@@ -139,6 +182,12 @@ class AreaPlan:
         self.src, self.dst = src, dst
         self._yi, self._yw = area_taps(src[0], dst[0])
         self._xi, self._xw = area_taps(src[1], dst[1])
+        if max(self._yi.shape[0], self._xi.shape[0]) <= 3:  # pad to three taps: _push3
+            self._yi, self._yw = _pad(self._yi, self._yw, 3)
+            self._xi, self._xw = _pad(self._xi, self._xw, 3)
+            self._kernel = _push3
+        else:
+            self._kernel = _push
         self._rows = np.zeros((src[0], dst[1]), np.float32)
         self._line = np.zeros(max(src[1], dst[1]), np.float32)
 
@@ -146,7 +195,7 @@ class AreaPlan:
         """Shift ``stack`` (``(depth, h, w)`` uint8) down one frame and write the resize of
         screen ``a`` (max-pooled with ``b`` when ``pool``: the maximum is left in ``a``, as
         ``np.maximum(a, b, out=a)`` would) as its last frame."""
-        _push(a, b, pool, stack, self._xi, self._xw, self._yi, self._yw, self._rows, self._line)
+        self._kernel(a, b, pool, stack, self._xi, self._xw, self._yi, self._yw, self._rows, self._line)
 
 
 def area_plan(src: tuple[int, int], dst: tuple[int, int]) -> AreaPlan | None:
