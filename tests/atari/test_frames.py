@@ -1,5 +1,6 @@
-"""The compiled Atari resize (``envs/atari/_frames.py``) against OpenCV's ``INTER_AREA``:
-bit-identical on random images of many sizes and on game frames, max-pool included."""
+"""The C Atari resize (``envs/atari/_cframes.c``) and its numpy definition against OpenCV's
+``INTER_AREA``: bit-identical on random images of many sizes and on game frames, max-pool
+included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 
 cv2 = pytest.importorskip("cv2")
 
-from envhive.envs.atari._frames import area_plan, area_taps  # noqa: E402
+from envhive.envs.atari._frames import AreaPlan, _cframes, area_plan, area_taps  # noqa: E402
+
+needs_c = pytest.mark.skipif(_cframes is None, reason="built without the C extension")
 
 SIZES = [((210, 160), (84, 84)), ((210, 160), (64, 64)), ((210, 160), (96, 72)),
          ((210, 160), (110, 84)), ((210, 160), (210, 84)), ((210, 160), (84, 160)),
@@ -27,13 +30,15 @@ def images(shape: tuple[int, int], rng: np.random.Generator, count: int):
             yield ((rng.random(shape) < 0.02) * rng.integers(1, 256)).astype(np.uint8)
 
 
+@pytest.mark.parametrize("kind", [pytest.param("c", marks=needs_c), "reference"])
 @pytest.mark.parametrize(("src", "dst"), SIZES)
-def test_bit_identical_to_cv2_inter_area(src, dst):
-    plan = area_plan(src, dst)
+def test_bit_identical_to_cv2_inter_area(src, dst, kind):
+    plan = area_plan(src, dst) if kind == "c" else AreaPlan(src, dst, _reference=True)
     assert plan is not None
     rng = np.random.default_rng(hash((src, dst)) % 2**32)
     stack = np.zeros((2, *dst), np.uint8)
-    for k, (a, b) in enumerate(zip(images(src, rng, 150), images(src, rng, 150))):
+    count = 150 if kind == "c" else 30
+    for k, (a, b) in enumerate(zip(images(src, rng, count), images(src, rng, count))):
         pool = bool(k % 2)
         want = cv2.resize(np.maximum(a, b) if pool else a, dst[::-1], interpolation=cv2.INTER_AREA)
         previous = stack[1].copy()
@@ -46,6 +51,7 @@ def test_bit_identical_to_cv2_inter_area(src, dst):
 
 @pytest.mark.parametrize(("src", "dst"), [((210, 160), (105, 80)), ((210, 160), (210, 160)),
                                           ((210, 160), (420, 84)), ((210, 160), (84, 200))])
+@needs_c
 def test_other_opencv_paths_keep_cv2(src, dst):
     """Integer factors (OpenCV's fast path), no resize and upscaling stay with OpenCV."""
     assert area_plan(src, dst) is None
@@ -58,6 +64,7 @@ def test_weights_cover_each_destination_pixel_once():
         assert index.min() >= 0 and index.max() < src
 
 
+@needs_c
 @pytest.mark.parametrize(("height", "width"), [(84, 84), (64, 48)])
 def test_env_frames_equal_the_opencv_path(height, width):
     """A game played with the compiled resize and with OpenCV's gives the same frames."""
@@ -79,3 +86,14 @@ def test_env_frames_equal_the_opencv_path(height, width):
         assert (r1, te1, tr1) == (r2, te2, tr2)
         if te1 or tr1:
             np.testing.assert_array_equal(ours.reset()[0], ref.reset()[0])
+
+
+@needs_c
+def test_bad_buffers_are_refused_before_anything_is_written():
+    plan = area_plan((210, 160), (84, 84))
+    a = np.zeros((210, 160), np.uint8)
+    small = np.zeros((2, 84, 83), np.uint8)
+    with pytest.raises(ValueError, match="stack"):
+        plan.push(a, a, False, small)
+    with pytest.raises((ValueError, TypeError)):
+        plan.push(a[:, :100], a, False, np.zeros((2, 84, 84), np.uint8))
