@@ -73,8 +73,8 @@ def test_env_frames_equal_the_opencv_path(height, width):
 
     ours = AtariEnv("breakout", img_height=height, img_width=width)
     ref = AtariEnv("breakout", img_height=height, img_width=width)
-    assert ours._plan is not None
-    ref._plan = None
+    assert ours._plan is not None and ours._cv2 is None  # OpenCV not even imported for it
+    ref._plan, ref._cv2, ref._interp = None, cv2, cv2.INTER_AREA
     actions = np.random.default_rng(1).integers(0, 4, 400)
     o1, _ = ours.reset(seed=5)
     o2, _ = ref.reset(seed=5)

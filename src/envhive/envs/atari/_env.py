@@ -85,7 +85,6 @@ class AtariEnv(gym.Env):
         self.options = o = AtariOptions.parse(rom, kwargs)
         self.id = f"envhive/{game_name(rom)}-v5"
         self.render_mode = o.render_mode
-        self._cv2 = require("cv2", "atari", "envhive's Atari envs (frame resizing)")
         self._rom = rom
         # Unseeded until a reset brings a seed: one draw of OS entropy for the generator of
         # no-ops, and the ALE seed from it (ALE reads its seed when the ROM loads).
@@ -102,11 +101,15 @@ class AtariEnv(gym.Env):
         self._pool = [np.zeros(raw, np.uint8), np.zeros(raw, np.uint8)]
         self._stack = np.zeros((o.stack_num * channels, o.img_height, o.img_width), np.uint8)
         self._resized = np.zeros((o.img_height, o.img_width) + ((3,) if channels == 3 else ()), np.uint8)
-        self._interp = self._cv2.INTER_AREA if o.use_inter_area_resize else self._cv2.INTER_LINEAR
         self._screen = self.ale.getScreenGrayscale if o.gray_scale else self.ale.getScreenRGB
-        # Gray frames shrunk by OpenCV's generic area path are resized in compiled code.
+        # Gray frames shrunk by OpenCV's generic area path are resized in C, bit-identical;
+        # OpenCV is imported only for the others (it adds ~30 MB to each worker process).
         self._plan = (area_plan((_RAW_H, _RAW_W), (o.img_height, o.img_width))
                       if o.gray_scale and o.use_inter_area_resize else None)
+        self._cv2: Any = None
+        if self._plan is None:
+            self._cv2 = require("cv2", "atari", "envhive's Atari envs (frame resizing)")
+            self._interp = self._cv2.INTER_AREA if o.use_inter_area_resize else self._cv2.INTER_LINEAR
         self.observation_space = gym.spaces.Box(0, 255, self._stack.shape, np.uint8)
         self.action_space = gym.spaces.Discrete(len(self._actions))
         self.max_episode_steps = o.max_episode_steps
@@ -180,7 +183,7 @@ class AtariEnv(gym.Env):
         """Max-pool the two captured screens (if asked), resize, push onto the stack; with
         ``push_all`` (a new game) pad the rest of the stack as ``stack_padding`` says."""
         o, stack, c = self.options, self._stack, self._channels
-        if self._plan is not None:  # compiled, bit-identical to cv2 (envs/atari/_frames.py)
+        if self._plan is not None:  # C, bit-identical to cv2 (envs/atari/_frames.py)
             self._plan.push(self._pool[0], self._pool[1], maxpool, stack)
         else:
             frame = self._pool[0]
