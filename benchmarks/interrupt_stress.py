@@ -4,7 +4,8 @@ Not a test (it runs for minutes): a script that presses Ctrl-C the way a user do
 moment, over and over, and reports what happened.
 
 Each cell is an executor (serial; thread, 2 threads for 4 envs, so the caller steals shares;
-process, 2 workers; native, ``envhive/CartPole-v1``), an operation (a loop of sync ``step``
+process, 2 workers; native, ``envhive/CartPole-v1``; atari, ``envhive/Pong-v5`` on the native
+Atari engine's 2 worker processes), an operation (a loop of sync ``step``
 (TorchRL: ``rollout``), a loop of ``reset``, an async ``send``/``recv`` loop over half the
 envs, a loop of ``call``, or ``close`` with work in flight) and a front end (gymnasium,
 TorchRL, SB3). A real SIGINT (a timer thread's ``os.kill``) is sent at a random delay into
@@ -39,6 +40,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +82,16 @@ class StressEnv(CountingEnv):
         return int(self.tag or 0)
 
 
-EXECUTORS = ["serial", "thread", "process", "native"]
+EXECUTORS = ["serial", "thread", "process", "native", "atari"]
+NATIVE = ("native", "atari")  # compiled ids: no per-env objects, the whole frame compared
 OPS = ["step", "reset", "recv", "call", "close"]
 APIS = ["gymnasium", "torchrl", "sb3"]
 
 
 def build(executor: str, api: str) -> Any:
-    if executor == "native":
-        return envhive.make("envhive/CartPole-v1", N, api=api, batch_size=N // 2, seed=0)
+    if executor in NATIVE:
+        env_id = "envhive/CartPole-v1" if executor == "native" else "envhive/Pong-v5"
+        return envhive.make(env_id, N, api=api, batch_size=N // 2, seed=0)
     ex: Any = {"serial": SerialExecutor, "thread": lambda: ThreadExecutor(2),
                "process": lambda: ProcessExecutor(2)}[executor]()
     return envhive.make([functools.partial(StressEnv, i) for i in range(N)], executor=ex,
@@ -101,6 +105,11 @@ class FrontEnd:
         self.env, self.api, self.native = env, api, native
         self.pool = env.pool if api != "gymnasium" else env._pool
         self.zeros = np.zeros(N, np.int64)
+        if api == "torchrl":
+            # TorchRL's rollout imports modules lazily (pandas) the first time: a Ctrl-C inside
+            # that import leaves a half-built module in sys.modules, and every later rollout
+            # fails (Python's, not envhive's). Import them before any Ctrl-C.
+            env.rollout(2, break_when_any_done=False)
 
     def seeded_reset(self) -> np.ndarray:
         if self.api == "gymnasium":
@@ -163,8 +172,8 @@ class FrontEnd:
 
     def loop_call(self) -> None:
         while True:
-            if self.native:  # kernels have no per-env objects, only these attributes
-                self.pool.call("elapsed")
+            if self.native:  # compiled ids have no per-env objects, only these attributes
+                self.pool.call("elapsed" if "CartPole" in repr(self.env) else "action_space")
             elif self.api == "sb3":
                 self.env.env_method("nap", 0.002)
             elif self.api == "gymnasium":
@@ -260,7 +269,7 @@ def sigint_after(seconds: float) -> threading.Timer:
 
 def run_cell(executor: str, op: str, api: str, trials: int, rng: random.Random,
              dog: Watchdog, max_delay: float) -> dict[str, Any]:
-    native = executor == "native"
+    native = executor in NATIVE
     fresh = FrontEnd(build(executor, api), api, native)
     want = fresh.transcript()
     fresh.pool.send(fresh.zeros)
@@ -284,7 +293,8 @@ def run_cell(executor: str, op: str, api: str, trials: int, rng: random.Random,
                     _loop_trial(fe, op, trial, want, rng, cell, max_delay)
             except (Exception, KeyboardInterrupt) as err:  # the pool did not take the check
                 cell["wrong"] += 1
-                cell["errors"].append(f"{type(err).__name__}: {str(err)[:200]}")
+                where = "; ".join(f"{f.name}:{f.lineno}" for f in traceback.extract_tb(err.__traceback__)[-4:])
+                cell["errors"].append(f"{type(err).__name__}: {str(err)[:200]} (at {where})")
                 fresh_needed = True
         if dog.hangs > hangs_before:
             cell["hangs"] += 1
@@ -312,6 +322,11 @@ def _loop_trial(fe: FrontEnd, op: str, trial: int, want: np.ndarray, rng: random
         if timer is not None:
             timer.join()
         settle(fe.pool, err)
+    except Exception as err:  # the loop failed by itself, before the Ctrl-C: say why
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+        raise AssertionError(f"the {op} loop raised before the Ctrl-C: {err!r}") from err
     finally:
         if timer is not None:
             timer.join()
@@ -332,9 +347,13 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     """Ctrl-C during ``close()`` with work in flight; a second close must leave nothing (of
     this trial's pool: what an earlier trial leaked counts there, once)."""
     segments_before, threads_before = set(own_segments()), set(worker_threads())
-    fe = FrontEnd(build(executor, api), api, executor == "native")
+    fe = FrontEnd(build(executor, api), api, executor in NATIVE)
     fe.seeded_reset()
     pids = fe.pool.executor.worker_pids() if executor == "process" else []
+    blocks: list[str] = []
+    if executor == "atari":  # its own workers and block, not the process executor's
+        engine = fe.pool.executor._engine
+        pids, blocks = [p.pid for p in engine._procs], [engine._shm.name]
     fe.pool.send(fe.zeros)  # in flight while the pool closes
     timer = None
     closed = False
@@ -349,7 +368,8 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
         if timer is not None:
             timer.join()
     fe.env.close()  # the user closes again
-    left = {"segments": sorted(set(own_segments()) - segments_before),
+    left = {"segments": sorted(set(own_segments()) - segments_before)
+                        + [b for b in blocks if os.path.exists(f"/dev/shm/{b}")],
             "processes": [p for p in pids if alive(p)],
             "threads": sorted(set(worker_threads()) - threads_before)}
     if any(left.values()):

@@ -478,8 +478,11 @@ class AtariEngine(BatchedOps):
                           "processes; use executor='process' to set attributes")
 
     def close(self) -> None:
-        """Stop the workers and free the shared block (idempotent)."""
-        self._finalizer()
+        """Stop the workers and free the shared block (idempotent). Ctrl-C is held until it
+        is done (at most ~3 s a stuck worker): the finalizer runs once, so a close cut short
+        would leave the workers and the block behind for good."""
+        with deferred_interrupts():
+            self._finalizer()
         self._inline = None
 
 
