@@ -86,3 +86,26 @@ def test_ctrl_c_at_random_moments(loop):
             _same_as_fresh(env)
         finally:
             env.close()
+
+
+def test_ctrl_c_inside_close_still_stops_the_workers_and_frees_the_block():
+    # The finalizer runs once: a close cut short used to leave workers and block for good.
+    env = envhive.make(ID, 4, executor="native", seed=0)
+    env.reset()
+    engine = env._pool.executor._engine
+    procs, name = list(engine._procs), engine._shm.name
+    finalize = engine._finalizer
+
+    def interrupted_finalize() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        finalize()
+
+    engine._finalizer = interrupted_finalize
+    try:
+        env.close()
+    except KeyboardInterrupt:
+        pass
+    for p in procs:
+        p.join(5)
+    assert not any(p.is_alive() for p in procs)
+    assert not os.path.exists(f"/dev/shm/{name}")
