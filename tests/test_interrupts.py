@@ -269,3 +269,19 @@ def test_ctrl_c_between_bookkeeping_and_the_post(what, when):
         env.step(np.zeros(4, np.int64))
         assert [t + 1 for t in before] == list(env.get_attr("t"))
     env.close()
+
+
+def test_deferred_interrupts_leaves_a_handler_not_installed_from_python_alone(monkeypatch):
+    """``signal.getsignal`` is None at interpreter shutdown (a pool closed by ``__del__``) or
+    under C code's handler: it could not be restored, so the block runs without holding."""
+    import signal as signal_module
+
+    from envhive._interrupts import deferred_interrupts
+
+    installed = []
+    monkeypatch.setattr(signal_module, "getsignal", lambda signum: None)
+    monkeypatch.setattr(signal_module, "signal", lambda signum, handler: installed.append(handler))
+    ran = []
+    with deferred_interrupts():
+        ran.append(True)
+    assert ran == [True] and installed == []

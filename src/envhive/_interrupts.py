@@ -38,6 +38,11 @@ def deferred_interrupts() -> Iterator[None]:
         pending.append(frame)
 
     try:
+        if signal.getsignal(signal.SIGINT) is None:
+            # Not installed from Python (embedding C code, or the interpreter shutting down):
+            # it could not be put back, so leave it alone.
+            yield
+            return
         previous = signal.signal(signal.SIGINT, hold)
     except ValueError:  # not the main interpreter
         yield
