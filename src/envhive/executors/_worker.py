@@ -5,7 +5,12 @@ that cannot be pickled work). What it does with a command is the transport-free
 :class:`~envhive.executors._core.WorkerCore`; this module only carries commands and replies.
 Per command it receives only a wake-up and the env ids (in the shared control block); options,
 object-typed actions, infos, errors and object-typed observations travel by pipe only when
-there are any, and call/set_attr messages always do.
+there are any, and call/set_attr messages always do. What travels by pipe is the core's own
+typed objects, pickled: a :class:`~envhive.executors._core.Run`, :class:`Call` or
+:class:`SetAttr` command (its kind also in the control block) and a :class:`RunReply`,
+:class:`CallReply` or :class:`ErrorReply` back; so do the envs' properties after the build
+(a list of :class:`~envhive._report.EnvProps`, or an ``ErrorReply``) and the bind (a
+:class:`Bind`; ``b"bound"`` or an ``ErrorReply`` back).
 
 Signalling: the parent posts ``cmd_sem``; the worker spins briefly (``spin_s``) on a
 non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker sets
@@ -19,25 +24,23 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
-from envhive._buffers import Buffers
+from envhive._buffers import Buffers, BufferSpec
 from envhive._report import env_props, safe_str
 from envhive._runner import EnvRunner, build_envs
 from envhive.errors import EnvWorkerError
 from envhive.executors._core import (
-    Call,
     Close,
     Command,
     CommandKind,
     ErrorReply,
     Run,
     RunReply,
-    SetAttr,
     WorkerCore,
     object_leaves,
     portable_error,
@@ -45,9 +48,14 @@ from envhive.executors._core import (
 from envhive.executors._shm import ArraySpec, attach_arrays
 from envhive.executors._spawn import resource_error
 
-__all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "SpinPolicy", "worker_main", "object_leaves"]
+__all__ = [
+    "Control", "Bind", "CMD_RUN", "CMD_CALL", "CMD_SET_ATTR", "CMD_CLOSE", "SpinPolicy",
+    "worker_main", "object_leaves", "encode_run_reply", "encode_call_reply", "encode_error",
+    "decode_command",
+]
 
 CMD_RUN, CMD_CALL, CMD_CLOSE = int(CommandKind.RUN), int(CommandKind.CALL), int(CommandKind.CLOSE)
+CMD_SET_ATTR = int(CommandKind.SET_ATTR)
 _MIN_POLL_S = 3e-4
 # How often a blocked worker checks that its parent is still alive.
 _PARENT_CHECK_S = 0.5
@@ -100,6 +108,26 @@ class Control:
             done_msg=alloc((num_workers,), i8),
             done_time=alloc((num_workers,), np.dtype(np.float64)),
         )
+
+
+@dataclass(frozen=True)
+class Bind:
+    """The process transport's bind message: where the pool's buffers and the control block
+    live in shared memory (both attached in this order)."""
+
+    num_workers: int
+    spec: BufferSpec
+    buffer_specs: list[ArraySpec]
+    ctrl_specs: list[ArraySpec]
+
+
+def decode_command(kind: int, message: bytes) -> Command:
+    """The typed command a pipe ``message`` holds; it must be of the control block's ``kind``
+    (a mismatch is a transport bug: the worker must not guess)."""
+    command = cloudpickle.loads(message)
+    if kind not in (CMD_RUN, CMD_CALL, CMD_SET_ATTR) or CommandKind.of(command) != kind:
+        raise RuntimeError(f"envhive worker: command kind {kind} but message {type(command).__name__}")
+    return command
 
 
 def _attacher(specs: list[ArraySpec]) -> Any:
@@ -208,7 +236,7 @@ def worker_main(
     try:
         factories = cloudpickle.loads(factories_blob)
         envs = build_envs(factories, first_id=lo)
-        conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
+        conn.send_bytes(cloudpickle.dumps([env_props(e) for e in envs]))
     except BaseException as err:
         with contextlib.suppress(OSError):  # the parent may have given up on the pool already
             conn.send_bytes(encode_error(portable_error(err, lo)))
@@ -227,14 +255,13 @@ def _serve(
     """The shared-memory transport, worker side: decode each command from the control block
     (and the pipe, when it has a message), let the core handle it, encode the reply."""
     try:
-        tag, payload = cloudpickle.loads(conn.recv_bytes())
+        bind: Bind = cloudpickle.loads(conn.recv_bytes())
     except (EOFError, OSError):
         return  # the parent gave up on the pool before binding it (another worker failed)
-    assert tag == "bind"
-    num_workers, spec, buffer_specs, ctrl_specs = payload
     try:
-        ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
-        core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs), check=False))
+        ctrl = Control.allocate(bind.num_workers, bind.spec.num_envs, _attacher(bind.ctrl_specs))
+        buffers = Buffers.allocate(bind.spec, _attacher(bind.buffer_specs), check=False)
+        core = WorkerCore(runner, buffers)
     except BaseException as err:
         if isinstance(err, OSError):
             err = resource_error(err, f"worker {w} mapping the pool's shared memory")
@@ -258,18 +285,18 @@ def _serve(
             # ProcessExecutor._settle_post): no new command, nothing to do.
             continue
         seen = seq
-        if kind == CMD_CALL:
-            name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
-            command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)
+        if kind != CMD_RUN:  # a Call or a SetAttr, always with its message
+            command = decode_command(kind, conn.recv_bytes())
             _post(ctrl, w, done_sem, conn, encode_call_reply(core.handle(command), lo))
             continue
         if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
-        options, act_values, big_seeds = None, None, None
-        if ctrl.cmd_msg[w]:
-            options, act_values, big_seeds = cloudpickle.loads(conn.recv_bytes())
-        out = core.handle(Run(ids, options, act_values, big_seeds))
+        if ctrl.cmd_msg[w]:  # the Run's options, object actions or big seeds
+            run: Run = decode_command(kind, conn.recv_bytes())  # type: ignore[assignment]
+            out = core.handle(replace(run, ids=ids))
+        else:
+            out = core.handle(Run(ids))
         assert isinstance(out, RunReply)
         _post(ctrl, w, done_sem, conn, None if out.empty else encode_run_reply(out, ids))
 
@@ -295,9 +322,8 @@ def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
     """A RUN's side data, pickled. A value that cannot be pickled (an info holding a lock, a
     socket, a generator...) becomes its env's error naming the key, and the rest still
     travels: the worker and its other envs carry on."""
-    wire = (out.infos, out.final_infos, out.errors, out.object_obs, out.object_final_obs)
     try:
-        return cloudpickle.dumps(wire)
+        return cloudpickle.dumps(out)
     except Exception:  # narrowed down env by env below
         pass
     errors = dict(out.errors)
@@ -322,7 +348,7 @@ def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
     final_objects = None if out.object_final_obs is None else [
         _picklable_rows(leaf, ids, errors, "final observation") for leaf in out.object_final_obs
     ]
-    return cloudpickle.dumps((infos, finals, errors, objects, final_objects))
+    return cloudpickle.dumps(RunReply(infos, finals, errors, objects, final_objects))
 
 
 def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], what: str) -> list[Any]:
@@ -341,15 +367,16 @@ def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], w
 
 
 def encode_error(err: BaseException) -> bytes:
-    """A failure to build or bind the envs, pickled. An env's error that does not pickle (an
-    attribute copied from the factory's own exception, see ``worker_error_as``) goes as a
-    plain :class:`EnvWorkerError` with the same env, message and traceback."""
+    """A failure to build or bind the envs, pickled as an :class:`ErrorReply`. An env's error
+    that does not pickle (an attribute copied from the factory's own exception, see
+    ``worker_error_as``) goes as a plain :class:`EnvWorkerError` with the same env, message
+    and traceback."""
     try:
-        return cloudpickle.dumps(("error", err))
+        return cloudpickle.dumps(ErrorReply(err))
     except Exception:
         if not isinstance(err, EnvWorkerError):
             raise
-        return cloudpickle.dumps(("error", EnvWorkerError(
+        return cloudpickle.dumps(ErrorReply(EnvWorkerError(
             err.message, env_id=err.env_id, worker_traceback=err.worker_traceback,
             cause_type=err.cause_type,
         )))
@@ -357,11 +384,10 @@ def encode_error(err: BaseException) -> bytes:
 
 def encode_call_reply(reply: Any, env_id: int) -> bytes:
     """A CALL/SET_ATTR reply, pickled; a result that cannot be pickled becomes the error."""
-    wire = ("error", reply.error) if isinstance(reply, ErrorReply) else ("ok", reply.values)
     try:
-        return cloudpickle.dumps(wire)
+        return cloudpickle.dumps(reply)
     except Exception as err:  # any pickling failure is reported the same way
-        return cloudpickle.dumps(("error", EnvWorkerError(
+        return cloudpickle.dumps(ErrorReply(EnvWorkerError(
             f"the result cannot be sent from the worker process ({type(err).__name__}: "
             f"{safe_str(err)})", env_id=env_id, cause_type="PicklingError",
         )))
