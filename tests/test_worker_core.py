@@ -177,14 +177,8 @@ def test_the_process_wire_carries_the_cores_typed_commands_and_replies():
     # The pipe holds the core's own objects, each kind with its own code in the control block
     # (a SetAttr is not a Call with values): a worker never guesses what a message is.
     from envhive.executors._core import CommandKind
-    from envhive.executors._worker import (
-        CMD_CALL,
-        CMD_RUN,
-        CMD_SET_ATTR,
-        decode_command,
-        encode_call_reply,
-        encode_run_reply,
-    )
+    from envhive.executors._wire import decode_command, encode_call_reply, encode_run_reply
+    from envhive.executors._worker import CMD_CALL, CMD_RUN, CMD_SET_ATTR
 
     set_attr = SetAttr("t", [None, None], [0, 1])  # None values: still a SetAttr
     assert CommandKind.of(set_attr) == CMD_SET_ATTR != CMD_CALL

@@ -31,10 +31,10 @@ from typing import Any
 
 from envhive._buffers import Buffers
 from envhive._report import Completion
-from envhive.executors._core import CallReply, ErrorReply, RunReply, object_leaves
-from envhive.executors._slices import RestartBook
+from envhive.executors._core import Call, CallReply, ErrorReply, RunReply, SetAttr, object_leaves
+from envhive.executors._slices import RestartBook, SliceMap
 
-__all__ = ["RunResults", "call_results"]
+__all__ = ["RunResults", "call_results", "call_commands", "set_attr_commands"]
 
 _EMPTY = RunReply()
 
@@ -115,3 +115,24 @@ def call_results(
 
         raise min(errors, key=position)
     return {w: r.values for w, r in replies.items() if isinstance(r, CallReply)}
+
+
+def call_commands(
+    slices: SliceMap, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+    env_ids: Sequence[int] | None,
+) -> dict[int, Call | SetAttr]:
+    """One :class:`Call` per slice that owns some of ``env_ids`` (``None``: every env)."""
+    return {w: Call(name, args, kwargs, ids) for w, ids in slices.group(env_ids).items()}
+
+
+def set_attr_commands(
+    slices: SliceMap, name: str, values: Sequence[Any], env_ids: Sequence[int] | None
+) -> dict[int, Call | SetAttr]:
+    """One :class:`SetAttr` per slice: ``values[k]`` goes to ``env_ids[k]`` (``None``: every
+    env, in env order)."""
+    order = list(env_ids) if env_ids is not None else slices.all_ids
+    value_of = dict(zip(order, values))
+    return {
+        w: SetAttr(name, [value_of[i] for i in ids], ids)
+        for w, ids in slices.group(env_ids).items()
+    }

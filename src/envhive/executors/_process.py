@@ -43,7 +43,7 @@ from envhive.errors import (
 )
 from envhive.executors._core import Call, CallReply, CommandKind, ErrorReply, Run, SetAttr
 from envhive.executors._handles import Shutdown, WorkerHandle
-from envhive.executors._parent import RunResults, call_results
+from envhive.executors._parent import RunResults, call_commands, call_results, set_attr_commands
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
@@ -54,6 +54,7 @@ from envhive.executors._spawn import (
     stop_process,
     usable_cpus,
 )
+from envhive.executors._wire import encode_command
 from envhive.executors._worker import (
     CMD_RUN,
     Bind,
@@ -78,16 +79,6 @@ def default_start_method() -> str:
     single-threaded server, so it is safe and still much faster to start than ``spawn``.
     """
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
-def _dumps(value: Any, what: str) -> bytes:
-    """``value`` pickled for a worker; a value that cannot be is a :class:`ConfigError`."""
-    try:
-        return cloudpickle.dumps(value)
-    except Exception as err:
-        raise ConfigError(
-            f"{what} cannot be sent to a worker process ({type(err).__name__}: {err})"
-        ) from err
 
 
 class ProcessExecutor(Executor):
@@ -364,7 +355,7 @@ class ProcessExecutor(Executor):
         big = self._buffers.big_seeds_of(ids) if self._buffers.big_seeds else None  # type: ignore[union-attr]
         if options is not None or self._results.act_objects or big is not None:
             run = Run(ids, options, self._results.object_actions(ids), big)
-            message = _dumps(run, f"the reset options or actions of envs {ids}")
+            message = encode_command(run, f"the reset options or actions of envs {ids}")
         if wk.maybe_extra:
             self._take_back_spare_post(wk)
         ctrl.cmd_msg[wk.w] = message is not None
@@ -681,7 +672,7 @@ class ProcessExecutor(Executor):
     ) -> dict[int, Any]:
         """Send one Call or SetAttr to each worker in ``commands`` (keyed by slice) and gather
         the values (see :func:`call_results` for what is raised)."""
-        messages = {w: _dumps(command, what) for w, command in commands.items()}
+        messages = {w: encode_command(command, what) for w, command in commands.items()}
         self._check_usable()
         ctrl = self._ctrl
         assert ctrl is not None
@@ -714,27 +705,21 @@ class ProcessExecutor(Executor):
         env_ids: Sequence[int] | None = None,
     ) -> list[Any]:
         groups = self._map.group(env_ids)
-        commands: dict[int, Call | SetAttr] = {
-            w: Call(name, args, kwargs, ids) for w, ids in groups.items() if w in self._by_slice
-        }
+        commands = call_commands(self._map, name, args, kwargs, env_ids)
+        inline = commands.pop(0) if self._inline is not None and 0 in commands else None
         replies = self._roundtrip(commands, env_ids, f"the arguments of call({name!r})")
-        if self._inline is not None and 0 in groups:
-            replies[0] = self._inline.call(name, args, kwargs, groups[0])
+        if inline is not None:  # the parent's own slice
+            replies[0] = self._inline.call(name, args, kwargs, inline.env_ids)  # type: ignore[union-attr]
         return self._map.ordered(env_ids, groups, replies)
 
     def set_attr(
         self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
     ) -> None:
-        order = list(env_ids) if env_ids is not None else self._map.all_ids
-        value_of = dict(zip(order, values))
-        groups = self._map.group(env_ids)
-        commands: dict[int, Call | SetAttr] = {
-            w: SetAttr(name, [value_of[i] for i in ids], ids)
-            for w, ids in groups.items() if w in self._by_slice
-        }
+        commands = set_attr_commands(self._map, name, values, env_ids)
+        inline = commands.pop(0) if self._inline is not None and 0 in commands else None
         self._roundtrip(commands, env_ids, f"the values of set_attr({name!r})")
-        if self._inline is not None and 0 in groups:
-            self._inline.set_attr(name, [value_of[i] for i in groups[0]], groups[0])
+        if isinstance(inline, SetAttr):  # the parent's own slice
+            self._inline.set_attr(name, inline.values, inline.env_ids)  # type: ignore[union-attr]
 
     def close(self) -> None:
         self._closed = True

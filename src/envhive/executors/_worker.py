@@ -24,21 +24,18 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
 from envhive._buffers import Buffers, BufferSpec
-from envhive._report import env_props, safe_str
+from envhive._report import env_props
 from envhive._runner import EnvRunner, build_envs
-from envhive.errors import EnvWorkerError
 from envhive.executors._core import (
     Close,
-    Command,
     CommandKind,
-    ErrorReply,
     Run,
     RunReply,
     WorkerCore,
@@ -47,11 +44,17 @@ from envhive.executors._core import (
 )
 from envhive.executors._shm import ArraySpec, attach_arrays
 from envhive.executors._spawn import resource_error
+from envhive.executors._wire import (
+    decode_command,
+    decode_run,
+    encode_call_reply,
+    encode_error,
+    encode_run_reply,
+)
 
 __all__ = [
     "Control", "Bind", "CMD_RUN", "CMD_CALL", "CMD_SET_ATTR", "CMD_CLOSE", "SpinPolicy",
-    "worker_main", "object_leaves", "encode_run_reply", "encode_call_reply", "encode_error",
-    "decode_command",
+    "worker_main", "object_leaves",
 ]
 
 CMD_RUN, CMD_CALL, CMD_CLOSE = int(CommandKind.RUN), int(CommandKind.CALL), int(CommandKind.CLOSE)
@@ -119,15 +122,6 @@ class Bind:
     spec: BufferSpec
     buffer_specs: list[ArraySpec]
     ctrl_specs: list[ArraySpec]
-
-
-def decode_command(kind: int, message: bytes) -> Command:
-    """The typed command a pipe ``message`` holds; it must be of the control block's ``kind``
-    (a mismatch is a transport bug: the worker must not guess)."""
-    command = cloudpickle.loads(message)
-    if kind not in (CMD_RUN, CMD_CALL, CMD_SET_ATTR) or CommandKind.of(command) != kind:
-        raise RuntimeError(f"envhive worker: command kind {kind} but message {type(command).__name__}")
-    return command
 
 
 def _attacher(specs: list[ArraySpec]) -> Any:
@@ -293,8 +287,7 @@ def _serve(
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
         if ctrl.cmd_msg[w]:  # the Run's options, object actions or big seeds
-            run: Run = decode_command(kind, conn.recv_bytes())  # type: ignore[assignment]
-            out = core.handle(replace(run, ids=ids))
+            out = core.handle(decode_run(conn.recv_bytes(), ids))
         else:
             out = core.handle(Run(ids))
         assert isinstance(out, RunReply)
@@ -316,88 +309,3 @@ def _post(ctrl: Control, w: int, done_sem: Any, conn: Any, message: bytes | None
     done_sem.release()
     if message is not None:
         conn.send_bytes(message)
-
-
-def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
-    """A RUN's side data, pickled. A value that cannot be pickled (an info holding a lock, a
-    socket, a generator...) becomes its env's error naming the key, and the rest still
-    travels: the worker and its other envs carry on."""
-    try:
-        return cloudpickle.dumps(out)
-    except Exception:  # narrowed down env by env below
-        pass
-    errors = dict(out.errors)
-    infos, finals = dict(out.infos), dict(out.final_infos)
-    for what, table in (("info", infos), ("final info", finals)):
-        for i, info in list(table.items()):
-            bad = _unpicklable(info)
-            if bad is not None:
-                del table[i]
-                errors.setdefault(i, EnvWorkerError(
-                    f"the env's {what} cannot be sent from its worker process: key {bad[0]!r} "
-                    f"holds a {bad[1]} ({bad[2]}); infos must be picklable on the process "
-                    "executor", env_id=i, cause_type="PicklingError",
-                ))
-    for i, err in list(errors.items()):
-        if _unpicklable({"error": err}) is not None:
-            errors[i] = EnvWorkerError(
-                f"the env raised {type(err).__name__}, which cannot be sent from its worker "
-                f"process: {safe_str(err)}", env_id=i, cause_type=type(err).__name__,
-            )
-    objects = [_picklable_rows(leaf, ids, errors, "observation") for leaf in out.object_obs]
-    final_objects = None if out.object_final_obs is None else [
-        _picklable_rows(leaf, ids, errors, "final observation") for leaf in out.object_final_obs
-    ]
-    return cloudpickle.dumps(RunReply(infos, finals, errors, objects, final_objects))
-
-
-def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], what: str) -> list[Any]:
-    """One object-typed leaf's values (one per id), unpicklable ones replaced by ``None`` and
-    reported as their env's error."""
-    out = list(values)
-    for k, (i, value) in enumerate(zip(ids, values)):
-        bad = _unpicklable({what: value})
-        if bad is not None:
-            out[k] = None
-            errors.setdefault(i, EnvWorkerError(
-                f"the env's {what} cannot be sent from its worker process: a {bad[1]} ({bad[2]})",
-                env_id=i, cause_type="PicklingError",
-            ))
-    return out
-
-
-def encode_error(err: BaseException) -> bytes:
-    """A failure to build or bind the envs, pickled as an :class:`ErrorReply`. An env's error
-    that does not pickle (an attribute copied from the factory's own exception, see
-    ``worker_error_as``) goes as a plain :class:`EnvWorkerError` with the same env, message
-    and traceback."""
-    try:
-        return cloudpickle.dumps(ErrorReply(err))
-    except Exception:
-        if not isinstance(err, EnvWorkerError):
-            raise
-        return cloudpickle.dumps(ErrorReply(EnvWorkerError(
-            err.message, env_id=err.env_id, worker_traceback=err.worker_traceback,
-            cause_type=err.cause_type,
-        )))
-
-
-def encode_call_reply(reply: Any, env_id: int) -> bytes:
-    """A CALL/SET_ATTR reply, pickled; a result that cannot be pickled becomes the error."""
-    try:
-        return cloudpickle.dumps(reply)
-    except Exception as err:  # any pickling failure is reported the same way
-        return cloudpickle.dumps(ErrorReply(EnvWorkerError(
-            f"the result cannot be sent from the worker process ({type(err).__name__}: "
-            f"{safe_str(err)})", env_id=env_id, cause_type="PicklingError",
-        )))
-
-
-def _unpicklable(mapping: dict[str, Any]) -> tuple[str, str, str] | None:
-    """The first key of ``mapping`` whose value does not pickle: (key, type name, why)."""
-    for key, value in mapping.items():
-        try:
-            cloudpickle.dumps(value)
-        except Exception as err:
-            return str(key), type(value).__name__, f"{type(err).__name__}: {safe_str(err)}"
-    return None
