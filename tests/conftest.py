@@ -33,7 +33,7 @@ def _one_ray_instance():
 #: the executor suites have ~700 ray cases: all of them would add minutes to CI on 2 cores.
 #: So each test function of these suites runs its first RAY_CASES ray cases; everything
 #: else that parametrizes over the available executors skips ray. ENVHIVE_RAY_TESTS=all runs
-#: every ray case (tests/ray/ always runs).
+#: every ray case (tests/cluster/ always runs).
 RAY_SUITES = {
     "test_conformance.py", "test_differential.py", "test_errors.py", "test_seeding.py",
     "test_interrupts.py", "test_interrupt_races.py", "test_properties.py", "test_env_ids_calls.py",

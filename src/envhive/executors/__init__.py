@@ -227,7 +227,10 @@ register_executor(ExecutorEntry("process", _build_process, -10, _process_availab
 
 def _ray_available() -> bool:
     # Ray is an optional extra (pip install 'envhive[ray]'), imported only when a pool uses it.
-    return importlib.util.find_spec("ray") is not None
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except ValueError:  # sys.modules["ray"] is None: imports of ray are blocked
+        return False
 
 
 def _build_ray(n: int, w: int | None) -> Executor:

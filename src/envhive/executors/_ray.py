@@ -559,6 +559,11 @@ class RayExecutor(Executor):
         """The live actors' handles, in slice order (for monitoring and tests)."""
         return [a.handle for a in self._state.actors if a.handle is not None]
 
+    def actor_locations(self) -> list[tuple[str, int]]:
+        """Each actor's Ray node id and process id, in slice order."""
+        ray = _ray()
+        return [tuple(x) for x in ray.get([h.where.remote() for h in self.actor_handles()])]  # type: ignore[misc]
+
     def describe(self) -> str:
         k = len(self._state.actors)
         where = f", {self.placement_strategy} placement group" if self.placement_strategy else ""

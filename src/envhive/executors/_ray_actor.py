@@ -150,6 +150,12 @@ class SliceHost:
         elif self._runner is not None:
             self._runner.close()
 
+    def where(self) -> tuple[str, int]:
+        """This actor's Ray node id and process id (for monitoring and tests)."""
+        import ray  # only ever called inside a Ray actor
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
     def ping(self) -> Any:
         """Nothing: a round trip, to measure the per-call cost (benchmarks)."""
         return None
