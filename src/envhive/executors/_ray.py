@@ -367,26 +367,31 @@ class RayExecutor(Executor):
     def recv(self, min_count: int) -> Completion:
         self._check_usable()
         out = Completion()
-        got = self._sweep(out, 0.0)
+        got = 0
         while got < min_count and any(a.busy is not None for a in self._state.actors):
-            got += self._sweep(out, _POLL_S)
-        if min_count <= 0:
+            got += self._sweep(out, _POLL_S, min_count - got)
+        if min_count <= 0:  # a poll: what finished, waiting for none
+            self._sweep(out, 0.0, 0)
             self._check_timeouts()
         return out
 
-    def _sweep(self, out: Completion, timeout: float) -> int:
-        """Collect every finished command (waiting up to ``timeout`` for the first), first
-        finished first, and start what queued behind each."""
+    def _sweep(self, out: Completion, timeout: float, needed: int = 1) -> int:
+        """Collect every finished command, first finished first, and start what queued
+        behind each. Waits up to ``timeout`` for the first, or for all when ``needed`` (env
+        results the caller waits for) takes every running command (a sync step: one
+        ``ray.wait`` instead of one per actor)."""
         ray = _ray()
         busy = {a.ref: a for a in self._state.actors if a.ref is not None}
         if not busy:
             return 0
         refs = list(busy)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        running = sum(len(a.busy or ()) for a in busy.values() if not a.discard)
+        want = len(refs) if needed >= running else 1
+        ready, _ = ray.wait(refs, num_returns=want, timeout=timeout)
         if not ready:
             self._check_timeouts()
             return 0
-        if len(refs) > 1:
+        if len(ready) < len(refs):  # any others that finished meanwhile come too
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         results = []
         for ref in ready:
