@@ -165,7 +165,8 @@ def test_options_shape_the_actors():
     env.reset()
     env.close()
     for bad in (dict(num_actors=2, envs_per_actor=2), dict(placement_strategy="RANDOM"),
-                dict(on_worker_failure="ignore"), dict(num_actors=0)):
+                dict(on_worker_failure="ignore"), dict(num_actors=0), dict(num_cpus=-1),
+                dict(resources={"sim": "one"}), dict(placement_strategy="PACK", num_cpus=0)):
         with pytest.raises(envhive.ConfigError):
             RayExecutor(**bad)
 
@@ -241,3 +242,18 @@ def test_a_pool_across_two_nodes_matches_serial_and_survives_losing_a_node():
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.parametrize("space", ["text", "dict", "image"])
+def test_object_and_nested_observations_cross_as_on_serial(space):
+    """Object-typed leaves (text) travel in the typed reply, numeric ones as arrays; final
+    observations only for envs that ended: the transcript is the serial executor's."""
+    from envhive.testing import SPACE_ZOO, ZooEnv, assert_same_transcript, transcript
+
+    fns = [lambda: ZooEnv(SPACE_ZOO[space], SPACE_ZOO["discrete"])] * 5
+    got, want = (
+        transcript(envhive.make(fns, executor=ex, autoreset="same_step", seed=1), 15,
+                   lambda t: np.full(5, t % 2), seed=1)
+        for ex in (RayExecutor(2), "serial")
+    )
+    assert_same_transcript(want, got)

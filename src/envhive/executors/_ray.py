@@ -179,8 +179,16 @@ class RayExecutor(Executor):
             raise ConfigError(
                 f"on_worker_failure: expected 'raise' or 'restart', got {on_worker_failure!r}"
             )
-        for value, what in ((num_cpus, "num_cpus"), (num_gpus, "num_gpus")):
-            check_seconds(value, what, zero_ok=True)  # a non-negative number
+        amounts = {"num_cpus": num_cpus, "num_gpus": num_gpus, **{
+            f"resources[{k!r}]": v for k, v in (resources or {}).items()}}
+        for what, value in amounts.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ConfigError(f"{what}: expected a number >= 0 (per actor) or None, got {value!r}")
+        if placement_strategy is not None and num_cpus == 0 and not num_gpus and not any((resources or {}).values()):
+            raise ConfigError(
+                "placement_strategy: a placement group reserves one bundle per actor, and with "
+                "num_cpus=0 and no other resources the bundles would be empty"
+            )
         check_seconds(step_timeout, "step_timeout")
         check_seconds(launch_timeout, "launch_timeout")
         self.num_actors = num_actors
