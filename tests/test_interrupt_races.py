@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import envhive
-from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor
+from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor, available_executors
 from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
 
@@ -116,6 +116,10 @@ EXECUTORS = {
     "thread4": lambda: ThreadExecutor(4),
     "process": lambda: ProcessExecutor(2),
 }
+if "ray" in available_executors():  # the ray executor (the session's local Ray instance)
+    from envhive.executors import RayExecutor
+
+    EXECUTORS["ray"] = lambda: RayExecutor(2)
 
 
 def make(name: str, n: int = 4, seed: int = 0, hold: float = 0.0, **kw: Any) -> Any:
@@ -167,7 +171,7 @@ LOOPS = {"step": _step_loop, "reset": _reset_loop, "recv": _recv_loop}
 # the others with instant envs, so that the SIGINT lands in the pool's own code, not in an env.
 CASES = [(name, loop) for name in ("thread2", "thread4") for loop in LOOPS] + [
     (name, "recv") for name in ("serial", "native", "process")
-]
+] + [("ray", loop) for loop in ("step", "recv") if "ray" in EXECUTORS]
 
 
 @pytest.mark.parametrize(("name", "loop"), CASES, ids=[f"{n}-{lp}" for n, lp in CASES])

@@ -20,8 +20,11 @@ import numpy as np
 import pytest
 
 import envhive
-from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor
+from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor, available_executors
 from envhive.testing import CountingEnv
+
+if "ray" in available_executors():
+    from envhive.executors import RayExecutor
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,6 +71,8 @@ EXECUTORS = {
     "process": lambda: ProcessExecutor(2),
     "process_parent_slice": lambda: ProcessExecutor(2, parent_slice=True),
 }
+if "ray" in available_executors():  # the ray executor (the session's local Ray instance)
+    EXECUTORS["ray"] = lambda: RayExecutor(2)
 
 
 def make(name, n=4, **kw):

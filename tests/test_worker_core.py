@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import threading
 
 import cloudpickle
 import gymnasium as gym
@@ -170,3 +171,23 @@ def test_copy_rows_carries_big_seeds():
     assert pool.seed_of(2) == 5 and 2 not in pool.big_seeds
     assert pool.big_seeds_of([2, 3]) == {3: 2**80}
     assert pool.big_seeds_of([3], ids=[13]) == {13: 2**80}
+
+
+def test_the_process_wire_carries_the_cores_typed_commands_and_replies():
+    # The pipe holds the core's own objects, each kind with its own code in the control block
+    # (a SetAttr is not a Call with values): a worker never guesses what a message is.
+    from envhive.executors._core import CommandKind
+    from envhive.executors._wire import decode_command, encode_call_reply, encode_run_reply
+    from envhive.executors._worker import CMD_CALL, CMD_RUN, CMD_SET_ATTR
+
+    set_attr = SetAttr("t", [None, None], [0, 1])  # None values: still a SetAttr
+    assert CommandKind.of(set_attr) == CMD_SET_ATTR != CMD_CALL
+    assert decode_command(CMD_SET_ATTR, cloudpickle.dumps(set_attr)) == set_attr
+    assert decode_command(CMD_RUN, cloudpickle.dumps(Run([], {"a": 1}))) == Run([], {"a": 1})
+    with pytest.raises(RuntimeError, match="kind 2 but message SetAttr"):
+        decode_command(CMD_CALL, cloudpickle.dumps(set_attr))
+    assert pickle.loads(encode_call_reply(CallReply([1]), 0)) == CallReply([1])
+    unpicklable = pickle.loads(encode_call_reply(CallReply([1, threading.Lock()]), 3))
+    assert isinstance(unpicklable, ErrorReply) and unpicklable.error.env_id == 3
+    reply = pickle.loads(encode_run_reply(RunReply(infos={2: {"k": 1}}), [2]))
+    assert isinstance(reply, RunReply) and reply.infos == {2: {"k": 1}}

@@ -80,7 +80,7 @@ def _plan(env_id: str, chosen: Sequence[str] | None, n: int) -> tuple[list[str],
     id's peer is gymnasium's ``SyncVectorEnv``."""
     compiled = compiled_env(env_id)
     if compiled is None:
-        return list(chosen or available_executors()), gymnasium_peers(env_id, n, vectorized=False)
+        return list(chosen or available_executors(include_cluster=False)), gymnasium_peers(env_id, n, vectorized=False)
     kind = engine_kind(compiled.engine)
     if kind.peers is not None:
         return list(chosen or ["native"]), load_entry_point(kind.peers)(compiled, n)

@@ -60,7 +60,7 @@ def _check_id(args: argparse.Namespace) -> int:
     print(f"  auto executor ({args.num_envs} envs): {choice.label()}: {choice.reason}")
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
-        others = [e for e in available_executors() if e != "serial"]
+        others = [e for e in available_executors(include_cluster=False) if e != "serial"]
         if compiled_env(args.env) is not None:  # kernels and compiled MuJoCo ids
             others.insert(0, "native")
         for name in ["serial", *others]:

@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "ThreadExecutor",
     "NativeExecutor",
     "ProcessExecutor",
+    "RayExecutor",
     "default_start_method",
     "compiled_runner",
     "ExecutorEntry",
@@ -65,6 +67,8 @@ class ExecutorEntry:
         priority: ``"auto"`` picks the available executor with the highest priority.
         available: whether its dependencies are importable here.
         general: runs any env (``False``: only envs it declares, like ``native`` kernels).
+        cluster: runs envs on a cluster it connects to (``ray``): never picked by ``"auto"``,
+            and left out of what ``envhive check``/``bench`` run by default.
     """
 
     name: str
@@ -72,6 +76,7 @@ class ExecutorEntry:
     priority: int
     available: Callable[[], bool]
     general: bool = True
+    cluster: bool = False
 
 
 _REGISTRY: dict[str, ExecutorEntry] = {}
@@ -95,11 +100,12 @@ def unregister_executor(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-def available_executors(include_specialized: bool = False) -> list[str]:
+def available_executors(include_specialized: bool = False, include_cluster: bool = True) -> list[str]:
     """Names of the executors usable on this machine, best first.
 
     Args:
         include_specialized: also list executors that run only some envs (``native``).
+        include_cluster: list executors that run envs on a cluster (``ray``, when installed).
 
     Examples:
         >>> available_executors()[0]
@@ -108,7 +114,10 @@ def available_executors(include_specialized: bool = False) -> list[str]:
         (False, True)
     """
     entries = sorted(_REGISTRY.values(), key=lambda e: -e.priority)
-    return [e.name for e in entries if e.available() and (e.general or include_specialized)]
+    return [
+        e.name for e in entries
+        if (e.general or include_specialized) and (include_cluster or not e.cluster) and e.available()
+    ]
 
 
 def _preferred(factories: Sequence[Any]) -> str | None:
@@ -143,7 +152,7 @@ def auto_choice(factories: Sequence[Any], probe: Callable[[Any], EnvCosts] | Non
     preferred = _preferred(factories)
     if preferred is not None:
         return AutoChoice(preferred, None, "the env declares it (preferred_executor)")
-    names = available_executors()
+    names = available_executors(include_cluster=False)
     if names[0] != "serial":
         return AutoChoice(names[0], None, f"the highest-ranked registered executor ({names[0]})")
     if len(factories) < 2 or len(names) == 1:
@@ -216,9 +225,29 @@ def _build_process(n: int, w: int | None) -> Executor:
 register_executor(ExecutorEntry("process", _build_process, -10, _process_available))
 
 
+def _ray_available() -> bool:
+    # Ray is an optional extra (pip install 'envhive[ray]'), imported only when a pool uses it.
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except ValueError:  # sys.modules["ray"] is None: imports of ray are blocked
+        return False
+
+
+def _build_ray(n: int, w: int | None) -> Executor:
+    from envhive.executors._ray import RayExecutor
+
+    return RayExecutor(w)
+
+
+# Never picked by "auto": a cluster is the user's to choose (and starting Ray costs seconds).
+register_executor(ExecutorEntry("ray", _build_ray, -30, _ray_available, cluster=True))
+
+
 def __getattr__(name: str) -> Any:
-    # ProcessExecutor and default_start_method are imported on first use (see above).
+    # ProcessExecutor, default_start_method and RayExecutor are imported on first use (see above).
     if name in ("ProcessExecutor", "default_start_method"):
         module = importlib.import_module("envhive.executors._process")
         return getattr(module, name)
+    if name == "RayExecutor":
+        return importlib.import_module("envhive.executors._ray").RayExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

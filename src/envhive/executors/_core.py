@@ -65,6 +65,12 @@ class CommandKind(enum.IntEnum):
     RUN = 1
     CALL = 2
     CLOSE = 3
+    SET_ATTR = 4
+
+    @classmethod
+    def of(cls, command: Command) -> CommandKind:
+        """The kind of ``command``."""
+        return _KINDS[type(command)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,7 @@ class Close:
 
 
 Command = Run | Call | SetAttr | Close
+_KINDS = {Run: CommandKind.RUN, Call: CommandKind.CALL, SetAttr: CommandKind.SET_ATTR, Close: CommandKind.CLOSE}
 
 
 @dataclass(frozen=True, slots=True)

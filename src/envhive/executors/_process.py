@@ -38,11 +38,12 @@ from envhive._runner import EnvRunner, build_envs
 from envhive.errors import (
     ClosedError,
     ConfigError,
-    EnvWorkerError,
     StepTimeoutError,
     WorkerDiedError,
 )
+from envhive.executors._core import Call, CallReply, CommandKind, ErrorReply, Run, SetAttr
 from envhive.executors._handles import Shutdown, WorkerHandle
+from envhive.executors._parent import RunResults, call_commands, call_results, set_attr_commands
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
@@ -53,12 +54,12 @@ from envhive.executors._spawn import (
     stop_process,
     usable_cpus,
 )
+from envhive.executors._wire import encode_command
 from envhive.executors._worker import (
-    CMD_CALL,
     CMD_RUN,
+    Bind,
     Control,
     SpinPolicy,
-    object_leaves,
     worker_main,
 )
 
@@ -78,16 +79,6 @@ def default_start_method() -> str:
     single-threaded server, so it is safe and still much faster to start than ``spawn``.
     """
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
-def _dumps(value: Any, what: str) -> bytes:
-    """``value`` pickled for a worker; a value that cannot be is a :class:`ConfigError`."""
-    try:
-        return cloudpickle.dumps(value)
-    except Exception as err:
-        raise ConfigError(
-            f"{what} cannot be sent to a worker process ({type(err).__name__}: {err})"
-        ) from err
 
 
 class ProcessExecutor(Executor):
@@ -278,7 +269,7 @@ class ProcessExecutor(Executor):
                     env_ids=list(range(wk.lo, wk.hi)), exitcode=None,
                 )
         try:
-            tag, payload = cloudpickle.loads(wk.conn.recv_bytes())
+            reply = cloudpickle.loads(wk.conn.recv_bytes())
         except (EOFError, OSError):  # poll() is also true at EOF: it died before replying
             wk.proc.join(1.0)
             raise WorkerDiedError(
@@ -286,9 +277,9 @@ class ProcessExecutor(Executor):
                 f"{wk.lo}..{wk.hi - 1}", env_ids=list(range(wk.lo, wk.hi)),
                 exitcode=wk.proc.exitcode,
             ) from None
-        if tag == "error":
-            raise payload
-        return payload
+        if isinstance(reply, ErrorReply):
+            raise reply.error
+        return reply  # type: ignore[no-any-return]
 
     def bind(self, buffers: Buffers) -> None:
         n_buffer_arrays = len(self._state.arena.specs)
@@ -297,12 +288,10 @@ class ProcessExecutor(Executor):
         self._state.kind = self._ctrl.kind
         specs = self._state.arena.specs
         self._buffers = buffers
-        self._obs_objects = object_leaves(buffers.obs)
-        self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
-        self._act_objects = object_leaves(buffers.actions)
-        self._bind_payload = cloudpickle.dumps(("bind", (
-            len(self._map), buffers.spec, specs[:n_buffer_arrays], specs[n_buffer_arrays:],
-        )))
+        self._results = RunResults(buffers, self._restarts)
+        self._bind_payload = cloudpickle.dumps(
+            Bind(len(self._map), buffers.spec, specs[:n_buffer_arrays], specs[n_buffer_arrays:])
+        )
         if self._inline is not None:
             self._inline.bind(buffers)
         try:
@@ -329,8 +318,7 @@ class ProcessExecutor(Executor):
         except (EOFError, OSError):
             raise died() from None
         if reply != b"bound":
-            _, payload = cloudpickle.loads(reply)  # ("error", why the worker could not bind)
-            raise payload
+            raise cloudpickle.loads(reply).error  # an ErrorReply: why the worker could not bind
 
     # ------------------------------------------------------------------ commands
     def _check_usable(self) -> None:
@@ -365,9 +353,9 @@ class ProcessExecutor(Executor):
             wk.cmd_ids = ids
         message = None
         big = self._buffers.big_seeds_of(ids) if self._buffers.big_seeds else None  # type: ignore[union-attr]
-        if options is not None or self._act_objects or big is not None:
-            act_values = [leaf[ids].tolist() for leaf in self._act_objects]
-            message = _dumps((options, act_values, big), f"the reset options or actions of envs {ids}")
+        if options is not None or self._results.act_objects or big is not None:
+            run = Run(ids, options, self._results.object_actions(ids), big)
+            message = encode_command(run, f"the reset options or actions of envs {ids}")
         if wk.maybe_extra:
             self._take_back_spare_post(wk)
         ctrl.cmd_msg[wk.w] = message is not None
@@ -584,11 +572,8 @@ class ProcessExecutor(Executor):
         return True
 
     def _collect(self, wk: WorkerHandle, out: Completion) -> int:
-        ctrl, b = self._ctrl, self._buffers
-        assert ctrl is not None and b is not None
-        infos: dict[int, dict[str, Any]] = {}
-        finals: dict[int, dict[str, Any]] = {}
-        errors: dict[int, EnvWorkerError] = {}
+        ctrl = self._ctrl
+        assert ctrl is not None
         message = None
         if ctrl.done_msg[wk.w]:
             message = self._read(wk)
@@ -598,23 +583,7 @@ class ProcessExecutor(Executor):
         if wk.discard:  # the pool gave up on this command (discard): drop its results
             wk.discard = wk.calling = False
             return 0
-        if message is not None:
-            infos, finals, errors, objects, final_objects = cloudpickle.loads(message)
-            for leaf, values in zip(self._obs_objects, objects):
-                for i, v in zip(ids, values):
-                    leaf[i] = v
-            if final_objects is not None:
-                for leaf, values in zip(self._final_objects, final_objects):
-                    for i, v in zip(ids, values):
-                        if i in finals:
-                            leaf[i] = v
-        done = [i for i in ids if i not in errors] if errors else ids
-        self._restarts.mark(done, infos, finals, b)
-        out.env_ids.extend(done)
-        out.infos.update(infos)
-        out.final_infos.update(finals)
-        out.errors.update(errors)
-        return len(done) + len(errors)
+        return self._results.apply(ids, None if message is None else cloudpickle.loads(message), out)
 
     # ------------------------------------------------------------------ faults
     def _check_workers(self) -> None:
@@ -699,10 +668,11 @@ class ProcessExecutor(Executor):
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(
-        self, messages: dict[int, bytes], order: Sequence[int] | None = None
+        self, commands: dict[int, Call | SetAttr], order: Sequence[int] | None, what: str
     ) -> dict[int, Any]:
-        """Send one CALL message to each worker in ``messages`` (keyed by slice) and gather
-        the replies."""
+        """Send one Call or SetAttr to each worker in ``commands`` (keyed by slice) and gather
+        the values (see :func:`call_results` for what is raised)."""
+        messages = {w: encode_command(command, what) for w, command in commands.items()}
         self._check_usable()
         ctrl = self._ctrl
         assert ctrl is not None
@@ -711,13 +681,14 @@ class ProcessExecutor(Executor):
         for wk in targets:
             if wk.maybe_extra:
                 self._take_back_spare_post(wk)
-            ctrl.kind[wk.w] = CMD_CALL
+            ctrl.kind[wk.w] = CommandKind.of(commands[wk.w])
             wk.busy, wk.calling = [], True  # before seq moves: see _dispatch
             wk.sent_at = time.monotonic()
             ctrl.seq[wk.w] += 1
             self._post(wk, messages[wk.w])
-        replies: dict[int, Any] = {}
-        while len(replies) < len(targets):
+        replies: dict[int, CallReply | ErrorReply] = {}
+        failures: dict[int, BaseException] = {}
+        while len(replies) + len(failures) < len(targets):
             for wk in self._wait_some():
                 message = self._read(wk)
                 if message is not None:
@@ -726,49 +697,29 @@ class ProcessExecutor(Executor):
             for w in list(self._failed_calls):
                 failure = self._failed_calls.pop(w)
                 if w in messages:  # one of this call's workers
-                    replies[w] = ("died", failure)
-        # A dead worker first; else the env error of the env that comes first in the
-        # caller's order (``order``, default env order), as the serial executor would raise.
-        for w in sorted(replies):
-            if replies[w][0] == "died":
-                raise replies[w][1]
-        errors = [value for tag, value in replies.values() if tag == "error"]
-        if errors:
-            rank = {int(i): k for k, i in enumerate(order if order is not None else self._map.all_ids)}
-
-            def position(err: BaseException) -> int:
-                return rank.get(getattr(err, "env_id", None), -1)  # type: ignore[arg-type]
-
-            raise min(errors, key=position)
-        return {w: value for w, (tag, value) in replies.items()}
+                    failures[w] = failure
+        return call_results(replies, failures, order if order is not None else self._map.all_ids)
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         env_ids: Sequence[int] | None = None,
     ) -> list[Any]:
         groups = self._map.group(env_ids)
-        messages = {
-            w: _dumps((name, args, kwargs, None, ids), f"the arguments of call({name!r})")
-            for w, ids in groups.items() if w in self._by_slice
-        }
-        replies = self._roundtrip(messages, env_ids)
-        if self._inline is not None and 0 in groups:
-            replies[0] = self._inline.call(name, args, kwargs, groups[0])
+        commands = call_commands(self._map, name, args, kwargs, env_ids)
+        inline = commands.pop(0) if self._inline is not None and 0 in commands else None
+        replies = self._roundtrip(commands, env_ids, f"the arguments of call({name!r})")
+        if inline is not None:  # the parent's own slice
+            replies[0] = self._inline.call(name, args, kwargs, inline.env_ids)  # type: ignore[union-attr]
         return self._map.ordered(env_ids, groups, replies)
 
     def set_attr(
         self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
     ) -> None:
-        order = list(env_ids) if env_ids is not None else self._map.all_ids
-        value_of = dict(zip(order, values))
-        groups = self._map.group(env_ids)
-        messages = {
-            w: _dumps((name, (), {}, [value_of[i] for i in ids], ids), f"the values of set_attr({name!r})")
-            for w, ids in groups.items() if w in self._by_slice
-        }
-        self._roundtrip(messages, env_ids)
-        if self._inline is not None and 0 in groups:
-            self._inline.set_attr(name, [value_of[i] for i in groups[0]], groups[0])
+        commands = set_attr_commands(self._map, name, values, env_ids)
+        inline = commands.pop(0) if self._inline is not None and 0 in commands else None
+        self._roundtrip(commands, env_ids, f"the values of set_attr({name!r})")
+        if isinstance(inline, SetAttr):  # the parent's own slice
+            self._inline.set_attr(name, inline.values, inline.env_ids)  # type: ignore[union-attr]
 
     def close(self) -> None:
         self._closed = True

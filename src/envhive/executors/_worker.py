@@ -5,7 +5,12 @@ that cannot be pickled work). What it does with a command is the transport-free
 :class:`~envhive.executors._core.WorkerCore`; this module only carries commands and replies.
 Per command it receives only a wake-up and the env ids (in the shared control block); options,
 object-typed actions, infos, errors and object-typed observations travel by pipe only when
-there are any, and call/set_attr messages always do.
+there are any, and call/set_attr messages always do. What travels by pipe is the core's own
+typed objects, pickled: a :class:`~envhive.executors._core.Run`, :class:`Call` or
+:class:`SetAttr` command (its kind also in the control block) and a :class:`RunReply`,
+:class:`CallReply` or :class:`ErrorReply` back; so do the envs' properties after the build
+(a list of :class:`~envhive._report.EnvProps`, or an ``ErrorReply``) and the bind (a
+:class:`Bind`; ``b"bound"`` or an ``ErrorReply`` back).
 
 Signalling: the parent posts ``cmd_sem``; the worker spins briefly (``spin_s``) on a
 non-blocking acquire, then blocks, so an idle worker uses no CPU. The worker sets
@@ -25,29 +30,35 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from envhive._buffers import Buffers
-from envhive._report import env_props, safe_str
+from envhive._buffers import Buffers, BufferSpec
+from envhive._report import env_props
 from envhive._runner import EnvRunner, build_envs
-from envhive.errors import EnvWorkerError
 from envhive.executors._core import (
-    Call,
     Close,
-    Command,
     CommandKind,
-    ErrorReply,
     Run,
     RunReply,
-    SetAttr,
     WorkerCore,
     object_leaves,
     portable_error,
 )
 from envhive.executors._shm import ArraySpec, attach_arrays
 from envhive.executors._spawn import resource_error
+from envhive.executors._wire import (
+    decode_command,
+    decode_run,
+    encode_call_reply,
+    encode_error,
+    encode_run_reply,
+)
 
-__all__ = ["Control", "CMD_RUN", "CMD_CALL", "CMD_CLOSE", "SpinPolicy", "worker_main", "object_leaves"]
+__all__ = [
+    "Control", "Bind", "CMD_RUN", "CMD_CALL", "CMD_SET_ATTR", "CMD_CLOSE", "SpinPolicy",
+    "worker_main", "object_leaves",
+]
 
 CMD_RUN, CMD_CALL, CMD_CLOSE = int(CommandKind.RUN), int(CommandKind.CALL), int(CommandKind.CLOSE)
+CMD_SET_ATTR = int(CommandKind.SET_ATTR)
 _MIN_POLL_S = 3e-4
 # How often a blocked worker checks that its parent is still alive.
 _PARENT_CHECK_S = 0.5
@@ -100,6 +111,17 @@ class Control:
             done_msg=alloc((num_workers,), i8),
             done_time=alloc((num_workers,), np.dtype(np.float64)),
         )
+
+
+@dataclass(frozen=True)
+class Bind:
+    """The process transport's bind message: where the pool's buffers and the control block
+    live in shared memory (both attached in this order)."""
+
+    num_workers: int
+    spec: BufferSpec
+    buffer_specs: list[ArraySpec]
+    ctrl_specs: list[ArraySpec]
 
 
 def _attacher(specs: list[ArraySpec]) -> Any:
@@ -208,7 +230,7 @@ def worker_main(
     try:
         factories = cloudpickle.loads(factories_blob)
         envs = build_envs(factories, first_id=lo)
-        conn.send_bytes(cloudpickle.dumps(("ok", [env_props(e) for e in envs])))
+        conn.send_bytes(cloudpickle.dumps([env_props(e) for e in envs]))
     except BaseException as err:
         with contextlib.suppress(OSError):  # the parent may have given up on the pool already
             conn.send_bytes(encode_error(portable_error(err, lo)))
@@ -227,14 +249,13 @@ def _serve(
     """The shared-memory transport, worker side: decode each command from the control block
     (and the pipe, when it has a message), let the core handle it, encode the reply."""
     try:
-        tag, payload = cloudpickle.loads(conn.recv_bytes())
+        bind: Bind = cloudpickle.loads(conn.recv_bytes())
     except (EOFError, OSError):
         return  # the parent gave up on the pool before binding it (another worker failed)
-    assert tag == "bind"
-    num_workers, spec, buffer_specs, ctrl_specs = payload
     try:
-        ctrl = Control.allocate(num_workers, spec.num_envs, _attacher(ctrl_specs))
-        core = WorkerCore(runner, Buffers.allocate(spec, _attacher(buffer_specs), check=False))
+        ctrl = Control.allocate(bind.num_workers, bind.spec.num_envs, _attacher(bind.ctrl_specs))
+        buffers = Buffers.allocate(bind.spec, _attacher(bind.buffer_specs), check=False)
+        core = WorkerCore(runner, buffers)
     except BaseException as err:
         if isinstance(err, OSError):
             err = resource_error(err, f"worker {w} mapping the pool's shared memory")
@@ -258,18 +279,17 @@ def _serve(
             # ProcessExecutor._settle_post): no new command, nothing to do.
             continue
         seen = seq
-        if kind == CMD_CALL:
-            name, args, kwargs, values, call_ids = cloudpickle.loads(conn.recv_bytes())
-            command: Command = Call(name, args, kwargs, call_ids) if values is None else SetAttr(name, values, call_ids)
+        if kind != CMD_RUN:  # a Call or a SetAttr, always with its message
+            command = decode_command(kind, conn.recv_bytes())
             _post(ctrl, w, done_sem, conn, encode_call_reply(core.handle(command), lo))
             continue
         if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
-        options, act_values, big_seeds = None, None, None
-        if ctrl.cmd_msg[w]:
-            options, act_values, big_seeds = cloudpickle.loads(conn.recv_bytes())
-        out = core.handle(Run(ids, options, act_values, big_seeds))
+        if ctrl.cmd_msg[w]:  # the Run's options, object actions or big seeds
+            out = core.handle(decode_run(conn.recv_bytes(), ids))
+        else:
+            out = core.handle(Run(ids))
         assert isinstance(out, RunReply)
         _post(ctrl, w, done_sem, conn, None if out.empty else encode_run_reply(out, ids))
 
@@ -289,89 +309,3 @@ def _post(ctrl: Control, w: int, done_sem: Any, conn: Any, message: bytes | None
     done_sem.release()
     if message is not None:
         conn.send_bytes(message)
-
-
-def encode_run_reply(out: RunReply, ids: list[int]) -> bytes:
-    """A RUN's side data, pickled. A value that cannot be pickled (an info holding a lock, a
-    socket, a generator...) becomes its env's error naming the key, and the rest still
-    travels: the worker and its other envs carry on."""
-    wire = (out.infos, out.final_infos, out.errors, out.object_obs, out.object_final_obs)
-    try:
-        return cloudpickle.dumps(wire)
-    except Exception:  # narrowed down env by env below
-        pass
-    errors = dict(out.errors)
-    infos, finals = dict(out.infos), dict(out.final_infos)
-    for what, table in (("info", infos), ("final info", finals)):
-        for i, info in list(table.items()):
-            bad = _unpicklable(info)
-            if bad is not None:
-                del table[i]
-                errors.setdefault(i, EnvWorkerError(
-                    f"the env's {what} cannot be sent from its worker process: key {bad[0]!r} "
-                    f"holds a {bad[1]} ({bad[2]}); infos must be picklable on the process "
-                    "executor", env_id=i, cause_type="PicklingError",
-                ))
-    for i, err in list(errors.items()):
-        if _unpicklable({"error": err}) is not None:
-            errors[i] = EnvWorkerError(
-                f"the env raised {type(err).__name__}, which cannot be sent from its worker "
-                f"process: {safe_str(err)}", env_id=i, cause_type=type(err).__name__,
-            )
-    objects = [_picklable_rows(leaf, ids, errors, "observation") for leaf in out.object_obs]
-    final_objects = None if out.object_final_obs is None else [
-        _picklable_rows(leaf, ids, errors, "final observation") for leaf in out.object_final_obs
-    ]
-    return cloudpickle.dumps((infos, finals, errors, objects, final_objects))
-
-
-def _picklable_rows(values: list[Any], ids: list[int], errors: dict[int, Any], what: str) -> list[Any]:
-    """One object-typed leaf's values (one per id), unpicklable ones replaced by ``None`` and
-    reported as their env's error."""
-    out = list(values)
-    for k, (i, value) in enumerate(zip(ids, values)):
-        bad = _unpicklable({what: value})
-        if bad is not None:
-            out[k] = None
-            errors.setdefault(i, EnvWorkerError(
-                f"the env's {what} cannot be sent from its worker process: a {bad[1]} ({bad[2]})",
-                env_id=i, cause_type="PicklingError",
-            ))
-    return out
-
-
-def encode_error(err: BaseException) -> bytes:
-    """A failure to build or bind the envs, pickled. An env's error that does not pickle (an
-    attribute copied from the factory's own exception, see ``worker_error_as``) goes as a
-    plain :class:`EnvWorkerError` with the same env, message and traceback."""
-    try:
-        return cloudpickle.dumps(("error", err))
-    except Exception:
-        if not isinstance(err, EnvWorkerError):
-            raise
-        return cloudpickle.dumps(("error", EnvWorkerError(
-            err.message, env_id=err.env_id, worker_traceback=err.worker_traceback,
-            cause_type=err.cause_type,
-        )))
-
-
-def encode_call_reply(reply: Any, env_id: int) -> bytes:
-    """A CALL/SET_ATTR reply, pickled; a result that cannot be pickled becomes the error."""
-    wire = ("error", reply.error) if isinstance(reply, ErrorReply) else ("ok", reply.values)
-    try:
-        return cloudpickle.dumps(wire)
-    except Exception as err:  # any pickling failure is reported the same way
-        return cloudpickle.dumps(("error", EnvWorkerError(
-            f"the result cannot be sent from the worker process ({type(err).__name__}: "
-            f"{safe_str(err)})", env_id=env_id, cause_type="PicklingError",
-        )))
-
-
-def _unpicklable(mapping: dict[str, Any]) -> tuple[str, str, str] | None:
-    """The first key of ``mapping`` whose value does not pickle: (key, type name, why)."""
-    for key, value in mapping.items():
-        try:
-            cloudpickle.dumps(value)
-        except Exception as err:
-            return str(key), type(value).__name__, f"{type(err).__name__}: {safe_str(err)}"
-    return None
