@@ -10,12 +10,11 @@ every agent go to ``final_obs`` before the reset, whose ``active`` mask the row 
 Multi-agent steps are costly (dicts per agent), so this loop is plain Python, env by env.
 
 Examples:
-    >>> import numpy as np
-    >>> from envhive.testing import DuelEnv
+    >>> from envhive.testing import TagTeamEnv
     >>> from envhive._buffers import Buffers, BufferSpec
     >>> from envhive._report import Completion
-    >>> from envhive._runner import EnvRunner
-    >>> env = DuelEnv()
+    >>> from envhive._runner import EnvRunner, build_env
+    >>> env = build_env(TagTeamEnv, 0)
     >>> runner = EnvRunner([env], first_id=0)
     >>> b = Buffers.allocate(BufferSpec(1, env.observation_space, env.action_space,
     ...                                 agents=env.agent_ids))
@@ -23,7 +22,7 @@ Examples:
     >>> b.ops[:] = 1  # RESET
     >>> runner.run([0], None, Completion())
     >>> b.active.tolist()
-    [[True, True]]
+    [[True, True, False]]
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make"]
 
-_APIS = ("gymnasium", "dm_env", "torchrl", "sb3", "pettingzoo")
+_APIS = ("gymnasium", "dm_env", "torchrl", "sb3", "pettingzoo", "pool")
 #: How a multi-agent pool's agent axis reaches a single-agent front end.
 _AGENT_LAYOUTS = (None, "flat")
 
@@ -271,7 +271,7 @@ def make(
     device: Any = None,
     observation_mode: str | tuple[gym.Space, gym.Space] = "same",
     agent_layout: str | None = None,
-) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv | PettingZooEnv:
+) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv | PettingZooEnv | Pool:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
@@ -299,7 +299,9 @@ def make(
             ``autoreset`` stays unset), or
             ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s),
             or ``"pettingzoo"`` (multi-agent envs: the pool as one PettingZoo ``ParallelEnv``,
-            ``envhive.frontends.PettingZooEnv``; autoreset stays unset: it is disabled).
+            ``envhive.frontends.PettingZooEnv``; autoreset stays unset: it is disabled), or
+            ``"pool"`` (no front end: the :class:`envhive.frontends.Pool` itself, whose
+            ``Batch`` has every layout, e.g. the agent axis in ``Batch.agents``).
         device: ``None`` (numpy arrays) or a torch device (``"cpu"``, ``"cuda:0"``, a
             ``torch.device``): observations, rewards, flags and numeric infos are then
             tensors there, zero-copy views of the pool's buffers on the CPU and one transfer
@@ -427,6 +429,8 @@ def make(
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool: Any = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
                 device=device, observation_mode=observation_mode)
+    if api == "pool":  # no front end: the pool's neutral Batch, in any layout (Batch.agents)
+        return pool
     if api == "pettingzoo":
         from envhive.frontends._pettingzoo import PettingZooEnv
 

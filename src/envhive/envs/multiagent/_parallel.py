@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envhive._agents import AgentEnv, agent_space, env_end
 from envhive.errors import ConfigError
@@ -43,7 +43,7 @@ def is_parallel_env(obj: Any) -> bool:
 
 def _pad(space: gym.Space) -> Any:
     """A zero value of ``space`` (what an agent absent from a result shows)."""
-    return next(iter(iterate(space, create_empty_array(space, 1, np.zeros))))
+    return next(iter(iterate(batch_space(space, 1), create_empty_array(space, 1, np.zeros))))
 
 
 class ParallelAgents(AgentEnv):
