@@ -329,6 +329,17 @@ class Buffers:
     agent_truncated: np.ndarray | None = None
     active: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        # What rows(copy=False) hands out, by with_final, made once: those views never change
+        # (a resident layout's flags are the device's), and a sync step of the cheapest envs
+        # must not build them again.
+        agents = self.agent_rows
+        term, trunc = (self.terminated, self.truncated) if self.device_flags is None else self.device_flags
+        #: ``rows(False, with_final)`` for ``with_final`` False and True.
+        self.row_views = tuple(
+            (self.obs, self.reward, term, trunc, final, agents) for final in (None, self.final_obs)
+        )
+
     @classmethod
     def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros, check: bool = True) -> Buffers:
         """Allocate every array of ``spec`` with ``alloc`` (numpy or shared memory).
@@ -480,21 +491,17 @@ class Buffers:
             >>> b.rows(False, False)[0] is b.obs, b.rows(True, False)[0] is b.obs
             (True, False)
         """
-        final = self.final_obs if with_final else None
-        if self.device_flags is not None:
-            flags = self.device_flags
-            out = (self.obs, self.reward, flags[0], flags[1], final, None)
-            return tuple(clone_tree(a) if copy and a is not None else a for a in out)  # type: ignore[return-value]
-        agents = None if self.active is None else self.agent_rows
+        views = self.row_views[with_final]
         if not copy:
-            return self.obs, self.reward, self.terminated, self.truncated, final, agents
-        obs = self.obs
-        obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
-        if final is not None:
-            final = tree_map(np.copy, final)
-        if agents is not None:
-            agents = AgentRows(*(a.copy() for a in agents))
-        return obs, self.reward.copy(), self.terminated.copy(), self.truncated.copy(), final, agents
+            return views
+        if self.device_flags is not None:
+            return tuple(clone_tree(a) if a is not None else a for a in views)  # type: ignore[return-value]
+        obs, reward, term, trunc, final, agents = views
+        return (
+            obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs), reward.copy(),
+            term.copy(), trunc.copy(), final if final is None else tree_map(np.copy, final),
+            agents if agents is None else AgentRows(*(a.copy() for a in agents)),
+        )
 
     def gather(
         self, ids: np.ndarray, copy: bool, with_final: bool, out: tuple[Any, ...]

@@ -161,6 +161,8 @@ class Pool(Waits):
             self.resident = resident
             obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
+            # Every env's results as handed out, whatever the layout: copies, or the views.
+            self._rows, self._views = self.buffers.rows, self.buffers.row_views
             executor.bind(self.buffers)
         except BaseException:
             executor.close()
@@ -489,10 +491,14 @@ class Pool(Waits):
         ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
         a call where every env ran the same op: nothing to copy).
         """
-        b = self.buffers
-        obs, reward, term, trunc, final_obs, agents = b.rows(self.copy, has_final is not None)
-        if op is None:
-            op = b.ops.copy() if self.copy else b.ops
+        if self.copy:
+            obs, reward, term, trunc, final_obs, agents = self._rows(True, has_final is not None)
+            if op is None:
+                op = self.buffers.ops.copy()
+        else:
+            obs, reward, term, trunc, final_obs, agents = self._views[has_final is not None]
+            if op is None:
+                op = self.buffers.ops
         return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs, has_final,
                                   infos, finals, agents))
 
