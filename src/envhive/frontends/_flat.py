@@ -8,6 +8,8 @@ agent_layout="flat")``). Row ``env * num_agents + k`` is agent ``k`` of env ``en
 
 * ``obs``, ``final_obs``, ``reward``: the agent's; ``terminated``/``truncated``: the agent's
   own flags (``Batch.agents``); ``op``, ``has_final`` and infos: its env's, repeated per agent;
+* ``infos["players.env_id"]`` and ``infos["players.id"]`` (int32 per row): the row's env and
+  agent index, EnvPool's multi-player names;
 * ``infos["active"]`` (bool per row): the row is real (the agent is in this op's result).
   Inactive rows (dead or not yet joined agents) are padding: zero observation, reward 0, flags
   False; a learner masks them out. An agent's actions are ignored while it is inactive.
@@ -111,7 +113,11 @@ class FlatAgents:
         fold = lambda a: a.reshape(a.shape[0] * k, *a.shape[2:])  # noqa: E731
         infos = _repeat(b.infos, k)
         active = b.agents.active.reshape(-1)
-        infos["active"] = Column(active, np.ones(active.shape, np.bool_))
+        every = np.ones(active.shape, np.bool_)
+        infos["active"] = Column(active, every)
+        # EnvPool's multi-player names: the env of each player row and its id within the env.
+        infos["players.env_id"] = Column(np.repeat(ids, k).astype(np.int32), every)
+        infos["players.id"] = Column(np.tile(np.arange(k, dtype=np.int32), ids.size), every)
         return Batch(
             rows, tree_map(fold, b.obs), fold(b.reward), fold(b.agents.terminated),
             fold(b.agents.truncated), np.repeat(b.op, k),
