@@ -138,3 +138,23 @@ def test_the_guide_runs():
     result = doctest.testfile(str(guide), module_relative=False,
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 5 and result.failed == 0
+
+
+def test_flat_view_with_torchrl():
+    pytest.importorskip("torchrl")
+    with pytest.raises(ConfigError, match="agent_layout='flat'"):
+        envhive.make(TagTeamEnv, num_envs=2, api="torchrl")
+    env = envhive.make(TagTeamEnv, num_envs=2, api="torchrl", agent_layout="flat", seed=0)
+    td = env.rollout(12, break_when_any_done=False)
+    assert td.batch_size == (6, 12)
+    obs, nxt = td["observation"], td["next", "observation"]
+    term = td["next", "terminated"].squeeze(-1)
+    # Agent a0 (rows 0 and 3) dies at step 3 + tag % 3, mid-episode: TorchRL asks to reset
+    # its row, which must not cut the other agents' episode (agents reset with their env).
+    assert term[[0, 3]].any()
+    live = (obs[..., 2] > 0) & (nxt[..., 2] > 0)  # both steps inside one episode
+    assert (nxt[..., 2][live] == obs[..., 2][live] + 1).all()
+    assert (nxt[..., 0][live] == obs[..., 0][live]).all()  # same episode tag: nothing crossed
+    a1 = nxt[1, :, 2].tolist()
+    assert a1[:7] == [1, 2, 3, 4, 5, 6, 7]  # a1 runs its whole episode though a0 died
+    env.close()

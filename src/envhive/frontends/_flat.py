@@ -15,7 +15,11 @@ agent_layout="flat")``). Row ``env * num_agents + k`` is agent ``k`` of env ``en
   False; a learner masks them out. An agent's actions are ignored while it is inactive.
 
 Every agent's spaces must be equal (the single-agent front ends have one space per row).
-Envs are sent whole: ``send``/``async_reset`` take rows of whole envs.
+Envs are sent whole: ``send``/``async_reset`` take rows of whole envs. Agents are reset with
+their env: ``reset(options={"reset_mask": rows})`` resets an env when the mask covers all its
+rows, or some of them and the env's episode has ended; a done agent of an env still running
+(TorchRL asks to reset every done row) stays padding until its env ends, so no other agent's
+episode is cut.
 
 Examples:
     >>> import envhive, numpy as np
@@ -33,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from envhive._batch import Batch
+from envhive._batch import NO_OP, Batch
 from envhive._infos import Column, InfoColumns
 from envhive._spaces import tree_map
 from envhive.errors import ConfigError
@@ -91,6 +95,8 @@ class FlatAgents:
         self.autoreset, self.copy, self.resident = pool.autoreset, pool.copy, False
         self.props, self.executor = pool.props, pool.executor
         self._act_shape = (pool.num_envs, k)
+        self._ended = np.zeros(pool.num_envs, np.bool_)  # each env's last row ended its episode
+        self._last: Batch | None = None  # the last result of every env (for untouched rows)
 
     # ------------------------------------------------------------------ pool state
     @property
@@ -109,6 +115,8 @@ class FlatAgents:
     def _flat(self, b: Batch) -> Batch:
         k, ids = self.num_agents, np.asarray(b.env_ids)
         assert b.agents is not None
+        touched = b.op != NO_OP
+        self._ended[ids[touched]] = (b.terminated | b.truncated)[touched]
         rows = (ids[:, None] * k + np.arange(k)).ravel()
         fold = lambda a: a.reshape(a.shape[0] * k, *a.shape[2:])  # noqa: E731
         infos = _repeat(b.infos, k)
@@ -118,13 +126,16 @@ class FlatAgents:
         # EnvPool's multi-player names: the env of each player row and its id within the env.
         infos["players.env_id"] = Column(np.repeat(ids, k).astype(np.int32), every)
         infos["players.id"] = Column(np.tile(np.arange(k, dtype=np.int32), ids.size), every)
-        return Batch(
+        out = Batch(
             rows, tree_map(fold, b.obs), fold(b.reward), fold(b.agents.terminated),
             fold(b.agents.truncated), np.repeat(b.op, k),
             None if b.final_obs is None else tree_map(fold, b.final_obs),
             None if b.has_final is None else np.repeat(b.has_final, k), infos,
             _repeat(b.final_infos, k), None,
         )
+        if rows.size == self.num_envs:
+            self._last = out
+        return out
 
     def _env_ids(self, env_id: Any) -> Any:
         """Envs of flat rows ``env_id`` (``None``: all), which must cover whole envs."""
@@ -154,7 +165,14 @@ class FlatAgents:
         if options is not None and "reset_mask" in options:
             options = dict(options)
             mask = np.asarray(options.pop("reset_mask"), np.bool_).reshape(self._act_shape)
-            options["reset_mask"] = mask.any(axis=1)
+            envs = mask.all(axis=1) | (mask.any(axis=1) & self._ended)
+            options["reset_mask"] = envs
+            if not envs.any() and mask.any() and self._last is not None:
+                # Only done agents of running envs: nothing to reset, every row untouched.
+                last = self._last
+                keep = {k: last.infos[k] for k in ("active", "players.env_id", "players.id")}
+                return last._replace(op=np.full(self.num_envs, NO_OP, np.int8), final_obs=None,
+                                     has_final=None, infos=keep, final_infos={})
         return self._flat(self.pool.reset(seed=seed, options=options))
 
     def step(self, actions: Any) -> Batch:
