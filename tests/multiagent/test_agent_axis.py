@@ -167,3 +167,10 @@ def test_front_ends_without_an_agent_axis_refuse(api):
 def test_mixed_agents_refused():
     with pytest.raises(envhive.errors.SpaceMismatchError):
         envhive.make([TagTeamEnv, lambda: envhive.testing.CountingEnv()], executor="serial", api="pool")
+
+
+def test_auto_measures_a_parallel_env_as_a_worker_builds_it():
+    """executor='auto' probes one env built as workers build it (agent axis included)."""
+    env = envhive.make(TagTeamEnv, num_envs=2, agent_layout="flat")
+    assert "raised" not in repr(env) and "(auto)" in repr(env)
+    env.close()
