@@ -174,3 +174,27 @@ def test_auto_measures_a_parallel_env_as_a_worker_builds_it():
     env = envhive.make(TagTeamEnv, num_envs=2, agent_layout="flat")
     assert "raised" not in repr(env) and "(auto)" in repr(env)
     env.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_worker_restart_ends_every_agent(mode):
+    """A rebuilt worker's envs lose their episode: the row is truncated for every agent in it
+    (none looks alive past its env's end)."""
+    import os
+    import signal
+
+    from envhive.executors import ProcessExecutor
+    from tests.process.test_process_faults import alive, wait_until
+
+    ex = ProcessExecutor(2, on_worker_failure="restart")
+    pool = envhive.make(TagTeamEnv, num_envs=4, executor=ex, autoreset=mode, api="pool")
+    pool.reset(seed=0)
+    pool.step(np.ones((4, 3), np.int64))
+    old = ex.worker_pids()
+    os.kill(old[0], signal.SIGKILL)
+    wait_until(lambda: not alive(old[0]))
+    b = pool.step(np.ones((4, 3), np.int64))
+    assert b.truncated.tolist() == [True, True, False, False]
+    assert (b.agents.truncated[:2] == b.agents.active[:2]).all() and b.agents.active[:2].any()
+    assert not b.agents.terminated[:2].any() and not b.agents.truncated[2:].any()
+    pool.close()
