@@ -159,7 +159,7 @@ def main() -> None:
         plt.plot(xs, ys)
         plt.xlabel("agent steps")
         plt.ylabel("mean episode return per agent")
-        plt.title(f"simple_spread_v3 (N=3), shared-parameter PPO, {args.num_envs} envs on envhive")
+        plt.title(f"simple_spread_v3 (N=3): shared PPO, {args.num_envs} envs")
         plt.tight_layout()
         plt.savefig(args.plot, dpi=100)
         print("wrote", args.plot)
