@@ -28,7 +28,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envhive._agents import AgentEnv, end_agents
 from envhive._ops import RESET, RESET_REWARD, resets_in_op
@@ -41,10 +41,10 @@ from envhive._results import (
     reward_value,
     step_tuple,
 )
-from envhive.errors import EnvWorkerError
 
-if TYPE_CHECKING:
-    from envhive._runner import EnvRunner
+# _runner imports this module only inside EnvRunner.bind, so this import makes no cycle.
+from envhive._runner import EnvRunner, reset_env
+from envhive.errors import EnvWorkerError
 
 __all__ = ["AgentOps"]
 
@@ -85,8 +85,6 @@ class AgentOps:
     def _one(self, env: Any, core: AgentEnv, i: int, r: int, op: int,
              options: dict[str, Any] | None, out: Completion) -> None:
         """One env's op into row ``r`` (``i``: its pool-wide id)."""
-        from envhive._runner import reset_env
-
         b = self.runner.buffers
         assert b is not None and b.active is not None
         assert b.agent_terminated is not None and b.agent_truncated is not None

@@ -503,6 +503,27 @@ class Buffers:
             agents if agents is None else AgentRows(*(a.copy() for a in agents)),
         )
 
+    def row_copier(self) -> Callable[[bool], tuple[Any, Any, Any, Any, Any, Any]]:
+        """``rows(True, with_final)`` as a function of ``with_final``: for the plain host
+        layout (one array of observations, no agent axis), a closure over the arrays, which
+        spares a sync step of the cheapest envs the lookups and branches of :meth:`rows`.
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(2, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.row_copier()(False)[0] is b.obs
+            False
+        """
+        obs, reward, term, trunc, final, agents = self.row_views[True]
+        if self.device_flags is not None or agents is not None or type(obs) is not np.ndarray:
+            return lambda with_final: self.rows(True, with_final)
+
+        def copies(with_final: bool) -> tuple[Any, Any, Any, Any, Any, Any]:
+            return (obs.copy(), reward.copy(), term.copy(), trunc.copy(),
+                    tree_map(np.copy, final) if with_final else None, None)
+
+        return copies
+
     def gather(
         self, ids: np.ndarray, copy: bool, with_final: bool, out: tuple[Any, ...]
     ) -> tuple[Any, Any, Any, Any, Any, Any, Any]:

@@ -162,7 +162,7 @@ class Pool(Waits):
             obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
             # Every env's results as handed out, whatever the layout: copies, or the views.
-            self._rows, self._views = self.buffers.rows, self.buffers.row_views
+            self._rows, self._views = self.buffers.row_copier(), self.buffers.row_views
             executor.bind(self.buffers)
         except BaseException:
             executor.close()
@@ -492,7 +492,7 @@ class Pool(Waits):
         a call where every env ran the same op: nothing to copy).
         """
         if self.copy:
-            obs, reward, term, trunc, final_obs, agents = self._rows(True, has_final is not None)
+            obs, reward, term, trunc, final_obs, agents = self._rows(has_final is not None)
             if op is None:
                 op = self.buffers.ops.copy()
         else:
