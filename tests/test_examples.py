@@ -59,6 +59,6 @@ def test_ppo_example_solves_cartpole():
 def test_multiagent_ppo_example_trains_on_the_flat_view():
     pytest.importorskip("mpe2")
     pytest.importorskip("torch")
-    text = run("multiagent_ppo.py", "--total-steps", "3000", "--num-envs", "4", "--num-steps", "25",
+    text = run("multiagent_ppo.py", "--total-steps", "900", "--num-envs", "4", "--num-steps", "25",
                "--executor", "serial")
     assert "12 agent rows" in text and "mean agent return" in text
