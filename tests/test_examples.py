@@ -54,3 +54,11 @@ def test_ppo_example_solves_cartpole():
     assert "native (auto)" in text and "same_step" in text
     assert "solved: mean return" in text
     assert float(text.split("solved: mean return ")[1].split()[0]) >= 475
+
+
+def test_multiagent_ppo_example_trains_on_the_flat_view():
+    pytest.importorskip("mpe2")
+    pytest.importorskip("torch")
+    text = run("multiagent_ppo.py", "--total-steps", "900", "--num-envs", "4", "--num-steps", "25",
+               "--executor", "serial")
+    assert "12 agent rows" in text and "mean agent return" in text

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 SRC = pathlib.Path(envhive.__file__).resolve().parent
 
 BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces", "envhive.errors",
+        "envhive._agents",
         "envhive._memory", "envhive._results")
 #: What compiled code (engines, kernels, envs) may import from envhive, besides its own package.
 COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines")

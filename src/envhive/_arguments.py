@@ -26,7 +26,7 @@ from envhive.errors import (
 
 __all__ = [
     "normalize_seeds", "check_options", "reset_mask_ids", "env_ids_of", "check_seconds", "check_count",
-    "check_observation_mode", "check_spaces", "action_error",
+    "check_observation_mode", "check_spaces", "check_agents", "action_error",
 ]
 
 
@@ -231,6 +231,19 @@ def check_spaces(props: Sequence[Any], observation_mode: Any = "same") -> Space:
                 "action_space of env 0): all envs of a pool must share both spaces"
             )
     return single
+
+
+def check_agents(props: Sequence[Any]) -> tuple[str, ...]:
+    """The possible agents every env of a pool shares (``props``: one ``EnvProps`` each),
+    ``()`` for single-agent envs; a ``SpaceMismatchError`` names the env that differs."""
+    first = props[0].agents
+    for j, p in enumerate(props):
+        if p.agents != first:
+            raise SpaceMismatchError(
+                f"env {j} has the agents {list(p.agents)}, expected {list(first)} (those of env "
+                "0): all envs of a pool must share one set of possible agents"
+            )
+    return tuple(first)
 
 
 def action_error(message: str, actions: Any) -> ActionError:

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from envhive._agents import AgentRows
 from envhive._infos import InfoColumns
 from envhive._ops import RESET, STEP_RESET
 
@@ -88,6 +89,11 @@ class Batch(NamedTuple):
     infos: InfoColumns
     #: The step infos of rows that were reset in the same op (``has_final``), in columns.
     final_infos: InfoColumns
+    #: Multi-agent envs only (else ``None``): each agent's ``terminated``, ``truncated`` and
+    #: ``active`` flags, ``(rows, num_agents)`` bools (``envhive._agents``). Then ``obs`` and
+    #: ``final_obs`` carry the agent axis after the row axis and ``reward`` is
+    #: ``(rows, num_agents)``; ``terminated``/``truncated`` say whether the env's episode ended.
+    agents: AgentRows | None = None
 
     @property
     def is_reset(self) -> np.ndarray:

@@ -1,12 +1,19 @@
 """The pool's buffers, allocated from a layout spec: one array per leaf, one row per env.
 
 :class:`BufferSpec` says what to allocate: the spaces (their codecs give the per-leaf arrays),
-whether ``final_obs`` rows exist (only when the pool may plan STEP_RESET), the shape of one
-env's reward (``()`` for one agent; ``(num_agents,)`` gives every env an agent axis), and the
-array namespace and device the front end hands out. Executors supply the allocator (numpy
+whether ``final_obs`` rows exist (only when the pool may plan STEP_RESET), the agents of a
+multi-agent env (``agents``: then every env has an agent axis, see below), and the array
+namespace and device the front end hands out. Executors supply the allocator (numpy
 arrays in process, shared-memory arrays for process workers), so a torch or multi-agent buffer
 is a choice of spec, not a new code path: the host arrays are numpy (shared memory must be),
 and :meth:`Buffers.views` turns them into zero-copy tensors of the spec's namespace.
+
+The agent axis (``agents``: the possible agents of a multi-agent env, ``envhive._agents``):
+observations and actions already carry it (the env's spaces are its agents' spaces batched);
+rewards become ``(num_envs, num_agents)``, and three more ``(num_envs, num_agents)`` bool arrays
+hold each agent's ``agent_terminated``, ``agent_truncated`` and ``active`` flags. The env-level
+``terminated``/``truncated`` stay ``(num_envs,)``: the pool's bookkeeping and autoreset read
+only them, whatever the layout.
 
 One exception, for envs whose state lives in tensors on a device (``resident=True``, the
 native executor with a torch batched env on the front end's device): observations, final
@@ -17,10 +24,11 @@ per step, in one transfer of ``2 x num_envs`` bools (``host_flags``).
 
 Examples:
     >>> from gymnasium import spaces
-    >>> spec = BufferSpec(4, spaces.Box(-1, 1, (3,)), spaces.Discrete(2), reward_shape=(2,))
+    >>> spec = BufferSpec(4, spaces.Box(-1, 1, (2, 3)), spaces.MultiDiscrete([2, 2]),
+    ...                   agents=("a", "b"))
     >>> b = Buffers.allocate(spec)
-    >>> b.obs.shape, b.reward.shape, b.final_obs is None
-    ((4, 3), (4, 2), True)
+    >>> b.obs.shape, b.reward.shape, b.active.shape, b.final_obs is None
+    ((4, 2, 3), (4, 2), (4, 2), True)
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envhive._agents import AgentRows
 from envhive._extras import require
 from envhive._memory import check_fits, size_text
 from envhive._spaces import Codec, Tree, codec_for, tree_map
@@ -48,7 +57,8 @@ Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 NAMESPACES = ("numpy", "torch")
 #: What a runner reads (the command block and the actions) and what it writes.
 INPUT_FIELDS = ("ops", "seeds", "has_seed", "actions")
-OUTPUT_FIELDS = ("obs", "final_obs", "reward", "terminated", "truncated")
+OUTPUT_FIELDS = ("obs", "final_obs", "reward", "terminated", "truncated", "agent_terminated",
+                 "agent_truncated", "active")
 
 
 _INT64_MAX = 2**63 - 1
@@ -191,7 +201,9 @@ class BufferSpec:
         observation_space: one env's observation space.
         action_space: one env's action space.
         with_final_obs: allocate ``final_obs`` rows (the pool may plan STEP_RESET).
-        reward_shape: one env's reward shape: ``()``, or ``(num_agents,)`` for an agent axis.
+        reward_shape: one env's reward shape: ``()``, or ``(num_agents,)`` with ``agents``
+            (set from them when left ``()``).
+        agents: the possible agents of a multi-agent env (``()``: no agent axis).
         namespace: the array type front ends hand out: ``"numpy"`` or ``"torch"``.
         device: where the handed-out arrays live (``None``: the host; torch only).
         resident: observations, final observations, actions and rewards are tensors on
@@ -206,6 +218,7 @@ class BufferSpec:
     namespace: str = "numpy"
     device: str | None = None
     resident: bool = False
+    agents: tuple[str, ...] = ()
     _codecs: list[Codec] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -215,6 +228,14 @@ class BufferSpec:
             raise ConfigError(f"device={self.device!r} needs namespace 'torch' (numpy arrays live on the host)")
         if self.resident and self.device is None:
             raise ConfigError("resident buffers need a torch device")
+        if self.agents:
+            if self.resident:
+                raise ConfigError("resident buffers have no agent axis (device engines are single-agent)")
+            if self.reward_shape == ():
+                object.__setattr__(self, "reward_shape", (len(self.agents),))
+            if tuple(self.reward_shape) != (len(self.agents),):
+                raise ConfigError(f"reward_shape: expected ({len(self.agents)},) for "
+                                  f"{len(self.agents)} agents, got {self.reward_shape!r}")
         shape = tuple(self.reward_shape)
         if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in shape):
             raise ConfigError(f"reward_shape: expected a tuple of positive ints, got {self.reward_shape!r}")
@@ -280,6 +301,13 @@ class Buffers:
     With a resident spec, ``obs``, ``final_obs``, ``actions`` and ``reward`` are tensors on
     the spec's device; ``terminated`` and ``truncated`` are the rows of ``host_flags`` (one
     ``(2, num_envs)`` host array), mirrored on the device by ``device_flags``.
+
+    With ``spec.agents``, ``agent_terminated``, ``agent_truncated`` and ``active`` are
+    ``(num_envs, num_agents)`` bool arrays (else ``None``).
+
+    What the pool hands out is read here, whatever the layout (host or resident, with or
+    without agents): :meth:`rows` for every env, :meth:`gather` for some; actions go in with
+    :meth:`put_actions`. So the pool has one code path.
     """
 
     spec: BufferSpec
@@ -297,6 +325,20 @@ class Buffers:
     big_seeds: dict[int, int] = field(default_factory=dict)
     host_flags: np.ndarray | None = None
     device_flags: Any = None
+    agent_terminated: np.ndarray | None = None
+    agent_truncated: np.ndarray | None = None
+    active: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        # What rows(copy=False) hands out, by with_final, made once: those views never change
+        # (a resident layout's flags are the device's), and a sync step of the cheapest envs
+        # must not build them again.
+        agents = self.agent_rows
+        term, trunc = (self.terminated, self.truncated) if self.device_flags is None else self.device_flags
+        #: ``rows(False, with_final)`` for ``with_final`` False and True.
+        self.row_views = tuple(
+            (self.obs, self.reward, term, trunc, final, agents) for final in (None, self.final_obs)
+        )
 
     @classmethod
     def allocate(cls, spec: BufferSpec, alloc: Allocator = _zeros, check: bool = True) -> Buffers:
@@ -327,7 +369,16 @@ class Buffers:
             ops=alloc((n,), np.dtype(np.int8)),
             seeds=alloc((n,), np.dtype(np.int64)),
             has_seed=alloc((n,), np.dtype(np.bool_)),
+            # Last: a worker maps the parent's segments in allocation order.
+            **cls._agent_arrays(spec, alloc),
         )
+
+    @staticmethod
+    def _agent_arrays(spec: BufferSpec, alloc: Allocator) -> dict[str, Any]:
+        """The per-agent flag arrays of an agent axis (none without one)."""
+        shape = (spec.num_envs, len(spec.agents))
+        names = ("agent_terminated", "agent_truncated", "active") if spec.agents else ()
+        return {name: alloc(shape, np.dtype(np.bool_)) for name in names}
 
     @classmethod
     def _allocate_resident(cls, spec: BufferSpec, alloc: Allocator) -> Buffers:
@@ -421,13 +472,92 @@ class Buffers:
         }
         return found or None
 
-    def device_results(self, copy: bool, with_final: bool) -> tuple[Any, Any, Any, Any, Any]:
-        """A resident layout's results as handed out: ``(obs, reward, terminated, truncated,
-        final_obs)``, tensors on the device (the flags from ``device_flags``), cloned with
-        ``copy``; ``final_obs`` only ``with_final``."""
-        flags = self.device_flags
-        out = (self.obs, self.reward, flags[0], flags[1], self.final_obs if with_final else None)
-        return tuple(clone_tree(a) if copy and a is not None else a for a in out)  # type: ignore[return-value]
+    @property
+    def agent_rows(self) -> Any:
+        """The per-agent arrays as an :class:`~envhive._agents.AgentRows` (views), or ``None``."""
+        if self.active is None:
+            return None
+        return AgentRows(self.agent_terminated, self.agent_truncated, self.active)
+
+    def rows(self, copy: bool, with_final: bool) -> tuple[Any, Any, Any, Any, Any, Any]:
+        """Every env's results as handed out: ``(obs, reward, terminated, truncated,
+        final_obs, agents)``, the buffers themselves or copies (``copy``); ``final_obs`` only
+        ``with_final``, ``agents`` an ``AgentRows`` with an agent axis (else ``None``). A
+        resident layout gives tensors on its device (the flags from ``device_flags``).
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(2, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.rows(False, False)[0] is b.obs, b.rows(True, False)[0] is b.obs
+            (True, False)
+        """
+        views = self.row_views[with_final]
+        if not copy:
+            return views
+        if self.device_flags is not None:
+            return tuple(clone_tree(a) if a is not None else a for a in views)  # type: ignore[return-value]
+        obs, reward, term, trunc, final, agents = views
+        return (
+            obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs), reward.copy(),
+            term.copy(), trunc.copy(), final if final is None else tree_map(np.copy, final),
+            agents if agents is None else AgentRows(*(a.copy() for a in agents)),
+        )
+
+    def row_copier(self) -> Callable[[bool], tuple[Any, Any, Any, Any, Any, Any]]:
+        """``rows(True, with_final)`` as a function of ``with_final``: for the plain host
+        layout (one array of observations, no agent axis), a closure over the arrays, which
+        spares a sync step of the cheapest envs the lookups and branches of :meth:`rows`.
+
+        Examples:
+            >>> from gymnasium import spaces
+            >>> b = Buffers.allocate(BufferSpec(2, spaces.Box(0, 1, (1,)), spaces.Discrete(2)))
+            >>> b.row_copier()(False)[0] is b.obs
+            False
+        """
+        obs, reward, term, trunc, final, agents = self.row_views[True]
+        if self.device_flags is not None or agents is not None or type(obs) is not np.ndarray:
+            return lambda with_final: self.rows(True, with_final)
+
+        def copies(with_final: bool) -> tuple[Any, Any, Any, Any, Any, Any]:
+            return (obs.copy(), reward.copy(), term.copy(), trunc.copy(),
+                    tree_map(np.copy, final) if with_final else None, None)
+
+        return copies
+
+    def gather(
+        self, ids: np.ndarray, copy: bool, with_final: bool, out: tuple[Any, ...]
+    ) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+        """The rows of ``ids``: ``(obs, reward, terminated, truncated, ops, final_obs,
+        agents)``, as :meth:`rows` lays them out. Without ``copy`` they are gathered into
+        ``out`` (``(obs, reward, terminated, truncated, ops)`` arrays of ``len(ids)`` rows the
+        caller keeps, so a receive allocates nothing); with it, or resident, into new arrays.
+        """
+        final = tree_map(lambda a: a[ids], self.final_obs) if with_final else None
+        agents = None
+        if self.active is not None:
+            agents = AgentRows(*(a[ids] for a in self.agent_rows))
+        if copy or self.device_flags is not None:  # resident: indexing gathers into new tensors
+            term, trunc = (
+                (self.terminated, self.truncated) if self.device_flags is None else self.device_flags
+            )
+            return (tree_map(lambda a: a[ids], self.obs), self.reward[ids], term[ids], trunc[ids],
+                    self.ops[ids], final, agents)
+        # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
+        take = lambda a, o: np.take(a, ids, axis=0, out=o, mode="clip")  # noqa: E731
+        obs_out, rew_out, term_out, trunc_out, ops_out = out
+        return (tree_map(take, self.obs, obs_out), take(self.reward, rew_out),
+                take(self.terminated, term_out), take(self.truncated, trunc_out),
+                take(self.ops, ops_out), final, agents)
+
+    def put_actions(self, where: slice | np.ndarray, batch: Any) -> None:
+        """Write a validated batch of actions into the rows ``where`` (host or device)."""
+        acts = self.actions
+        if type(acts) is np.ndarray:
+            acts[where] = batch
+        elif self.spec.resident:
+            put_rows(acts, where, batch)
+        else:
+            tree_map(lambda buf, a: buf.__setitem__(where, a), acts, batch)
 
     def slice_spec(self, num_envs: int) -> BufferSpec:
         """This layout with ``num_envs`` rows: the spec of a worker's slice-local buffers."""

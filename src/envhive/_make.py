@@ -16,25 +16,46 @@ from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.engines import NativeFactory
 from envhive.engines._torch import TorchBatchedEnv, TorchEnvFactory
+from envhive.envs.multiagent._parallel import is_parallel_env
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
+from envhive.frontends._flat import FlatAgents
 from envhive.frontends._gymnasium import VectorEnv
 from envhive.frontends._torch import torch_device
 
 if TYPE_CHECKING:
     from envhive.frontends._dm_env import DmEnv
+    from envhive.frontends._pettingzoo import PettingZooEnv
     from envhive.frontends._sb3 import SB3VecEnv
     from envhive.frontends._torchrl import TorchRLEnv
 
 __all__ = ["make"]
 
-_APIS = ("gymnasium", "dm_env", "torchrl", "sb3")
+_APIS = ("gymnasium", "dm_env", "torchrl", "sb3", "pettingzoo", "pool")
+#: How a multi-agent pool's agent axis reaches a single-agent front end.
+_AGENT_LAYOUTS = (None, "flat")
 
 _INSTANCE_HINT = (
     "got an environment instance ({name}); envhive builds envs itself, inside the executor's "
     "workers, so pass a factory instead: envhive.make(lambda: {name}(...), num_envs=...). "
     "That also lets process workers run envs that cannot be pickled."
 )
+
+
+def _is_env_instance(obj: Any) -> bool:
+    """Whether ``obj`` is a built env: a ``gymnasium.Env``, a PettingZoo ``ParallelEnv``, a
+    ``dm_env.Environment`` (MeltingPot's substrates) or a ``dmlab2d.Lab2d`` (which cannot even
+    be pickled for a worker process)."""
+    if isinstance(obj, gym.Env) or is_parallel_env(obj):
+        return True
+    kind = type(obj)
+    if kind.__name__ == "Lab2d" and kind.__module__.startswith("dmlab2d"):
+        return True
+    return any(c.__module__.startswith("dm_env") and c.__name__ == "Environment" for c in kind.__mro__)
+
+
+def _instance_name(obj: Any) -> str:
+    return type(getattr(obj, "unwrapped", obj)).__name__
 
 
 def _captured_env(fn: Any) -> tuple[str, gym.Env] | None:
@@ -52,11 +73,11 @@ def _captured_env(fn: Any) -> tuple[str, gym.Env] | None:
             value = cell.cell_contents
         except ValueError:  # an empty cell
             continue
-        if isinstance(value, gym.Env):
+        if _is_env_instance(value):
             return name, value
     scope = getattr(fn, "__globals__", {})
     for name in code.co_names:
-        if isinstance(scope.get(name), gym.Env):
+        if name in scope and _is_env_instance(scope[name]):
             return name, scope[name]
     return None
 
@@ -70,8 +91,8 @@ def _check_factories(factories: Sequence[Any]) -> None:
     """Refuse env instances, non-callables, and one env instance behind two envs."""
     owners: dict[int, int] = {}
     for i, fn in enumerate(factories):
-        if isinstance(fn, gym.Env):
-            raise ConfigError(f"env {i}: " + _INSTANCE_HINT.format(name=type(fn.unwrapped).__name__))
+        if _is_env_instance(fn):
+            raise ConfigError(f"env {i}: " + _INSTANCE_HINT.format(name=_instance_name(fn)))
         if not callable(fn):
             raise ConfigError(f"env {i}: expected a zero-argument factory, got {type(fn).__name__}")
         captured = _captured_env(fn)
@@ -85,6 +106,15 @@ def _check_factories(factories: Sequence[Any]) -> None:
                 "envs would not be independent. Build the env inside the factory, "
                 "e.g. lambda: MyEnv(...)"
             )
+
+
+def _built(build: Callable[[], Any], pool: Any) -> Any:
+    """``build()`` (a front end over ``pool``); the pool is closed if it refuses."""
+    try:
+        return build()
+    except BaseException:
+        pool.close()
+        raise
 
 
 def _positive_int(value: Any, what: str) -> int:
@@ -105,8 +135,8 @@ def _resolve_envs(
     if isinstance(env, str):
         factory, name = resolve_id(env, env_kwargs, max_episode_steps)
         return [factory] * num_envs, name
-    if isinstance(env, gym.Env):
-        raise ConfigError(_INSTANCE_HINT.format(name=type(env.unwrapped).__name__))
+    if _is_env_instance(env):
+        raise ConfigError(_INSTANCE_HINT.format(name=_instance_name(env)))
     if isinstance(env, type) and issubclass(env, TorchBatchedEnv):
         # A torch batched env class: the whole batch is one object (native executor), or
         # batches of one on the other executors.
@@ -146,6 +176,7 @@ def make(
     api: Literal["gymnasium"] = ...,
     device: Any = None,
     observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+    agent_layout: str | None = None,
 ) -> VectorEnv: ...
 
 
@@ -164,6 +195,7 @@ def make(
     copy: bool = True,
     api: Literal["dm_env"],
     device: None = None,
+    agent_layout: str | None = None,
 ) -> DmEnv: ...
 
 
@@ -182,6 +214,7 @@ def make(
     copy: bool = True,
     api: Literal["torchrl"],
     device: Any = None,
+    agent_layout: str | None = None,
 ) -> TorchRLEnv: ...
 
 
@@ -200,7 +233,26 @@ def make(
     copy: bool = True,
     api: Literal["sb3"],
     device: None = None,
+    agent_layout: str | None = None,
 ) -> SB3VecEnv: ...
+
+
+@overload
+def make(
+    env: str | Callable[[], Any] | Sequence[Callable[[], Any]],
+    num_envs: int = 1,
+    *,
+    executor: str | Executor = "auto",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset: None = None,
+    seed: int | Sequence[int | None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    copy: bool = True,
+    api: Literal["pettingzoo"],
+    device: None = None,
+) -> PettingZooEnv: ...
 
 
 def make(
@@ -218,7 +270,8 @@ def make(
     api: str = "gymnasium",
     device: Any = None,
     observation_mode: str | tuple[gym.Space, gym.Space] = "same",
-) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv:
+    agent_layout: str | None = None,
+) -> VectorEnv | DmEnv | TorchRLEnv | SB3VecEnv | PettingZooEnv | Pool:
     r"""Make a batch of ``num_envs`` envs, stepped as one.
 
     Args:
@@ -244,7 +297,11 @@ def make(
             ``torchrl`` extra), ``"sb3"`` (a Stable-Baselines3 ``VecEnv``:
             ``envhive.frontends.SB3VecEnv``; the ``sb3`` extra; it manages resets itself, so
             ``autoreset`` stays unset), or
-            ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s).
+            ``"dm_env"`` (an :class:`envhive.frontends.DmEnv`: batched ``dm_env.TimeStep``\ s),
+            or ``"pettingzoo"`` (multi-agent envs: the pool as one PettingZoo ``ParallelEnv``,
+            ``envhive.frontends.PettingZooEnv``; autoreset stays unset: it is disabled), or
+            ``"pool"`` (no front end: the :class:`envhive.frontends.Pool` itself, whose
+            ``Batch`` has every layout, e.g. the agent axis in ``Batch.agents``).
         device: ``None`` (numpy arrays) or a torch device (``"cpu"``, ``"cuda:0"``, a
             ``torch.device``): observations, rewards, flags and numeric infos are then
             tensors there, zero-copy views of the pool's buffers on the CPU and one transfer
@@ -256,6 +313,11 @@ def make(
             ``batch_differing_spaces`` of them, ``single_observation_space`` env 0's) or a
             tuple ``(batched space, single space)`` that every env's space must match in shape
             and dtype. ``api="gymnasium"`` only.
+        agent_layout: for multi-agent envs (a PettingZoo ``ParallelEnv`` or a dm_env of
+            player lists from the factory, a ``dmlab2d/<level>`` id; docs/multiagent.md):
+            ``"flat"`` folds the agents into the batch axis (rows are (env, agent) pairs,
+            ``info["active"]`` masks padding rows) for the single-agent front ends; with
+            ``api="pettingzoo"`` the pool is one ``ParallelEnv`` instead.
 
     Returns:
         An :class:`envhive.VectorEnv` (or the front end ``api`` names).
@@ -288,6 +350,16 @@ def make(
     """
     if api not in _APIS:
         raise ConfigError(f"api: expected one of {sorted(_APIS)}, got {api!r}")
+    if agent_layout not in _AGENT_LAYOUTS:
+        raise ConfigError(f"agent_layout: expected None or 'flat', got {agent_layout!r}")
+    if api == "pettingzoo":
+        if autoreset is not None or agent_layout is not None or device is not None:
+            raise ConfigError(
+                "api='pettingzoo': a ParallelEnv's agents never come back once done, so the "
+                "pool runs with autoreset disabled, numpy arrays and its own agent layout; "
+                "leave autoreset, device and agent_layout unset"
+            )
+        autoreset = "disabled"
     check_observation_mode(observation_mode)
     if api != "gymnasium" and observation_mode != "same":
         raise ConfigError(
@@ -355,12 +427,20 @@ def make(
         # there too (no copies per step). Engines of host arrays ignore it.
         factories[0].engine_device = device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
-    pool = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
+    pool: Any = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
                 device=device, observation_mode=observation_mode)
+    if api == "pool":  # no front end: the pool's neutral Batch, in any layout (Batch.agents)
+        return pool
+    if api == "pettingzoo":
+        from envhive.frontends._pettingzoo import PettingZooEnv
+
+        return _built(lambda: PettingZooEnv(pool, name=name), pool)
+    if agent_layout == "flat":
+        pool = _built(lambda: FlatAgents(pool), pool)
     if api == "dm_env":
         from envhive.frontends._dm_env import DmEnv
 
-        return DmEnv(pool, name=name)
+        return _built(lambda: DmEnv(pool, name=name), pool)
     if api == "torchrl":
         try:
             return TorchRLEnv(pool, device=device, name=name)

@@ -35,6 +35,7 @@ from gymnasium.vector import AutoresetMode
 
 from envhive._arguments import (
     action_error,
+    check_agents,
     check_options,
     check_spaces,
     env_ids_of,
@@ -48,7 +49,6 @@ from envhive._buffers import (
     BufferSpec,
     as_index,
     is_tensor,
-    put_rows,
     same_device,
     tensor_values,
 )
@@ -57,7 +57,7 @@ from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
 from envhive._pool_wait import IDLE, PENDING, READY, Waits
 from envhive._report import Completion, EnvFactory
-from envhive._spaces import ArrayCodec, tree_map
+from envhive._spaces import ArrayCodec
 from envhive.errors import (
     ActionError,
     ClosedError,
@@ -148,16 +148,21 @@ class Pool(Waits):
             self.props = first
             self.action_space = first.action_space
             resident = same_device(device, executor.resident_device)
+            #: The possible agents of a multi-agent env (``()``: one agent, no agent axis).
+            self.agents = check_agents(props)
             spec = BufferSpec(
                 n, self.observation_space, self.action_space,
                 with_final_obs=autoreset is AutoresetMode.SAME_STEP,
                 namespace="torch" if resident else "numpy",
                 device=str(executor.resident_device) if resident else None, resident=resident,
+                agents=self.agents,
             )
             #: Results and actions live on the device (tensors); the command block on the host.
             self.resident = resident
             obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
+            # Every env's results as handed out, whatever the layout: copies, or the views.
+            self._rows, self._views = self.buffers.row_copier(), self.buffers.row_views
             executor.bind(self.buffers)
         except BaseException:
             executor.close()
@@ -198,11 +203,8 @@ class Pool(Waits):
         self.env_steps = 0
         # Preallocated gather targets so that recv() with copy=False allocates no arrays.
         k = self.batch_size
-        self._recv_obs = obs_codec.allocate(k)
-        self._recv_reward = np.zeros((k, *spec.reward_shape), np.float64)
-        self._recv_ops = np.zeros(k, np.int8)
-        self._recv_term = np.zeros(k, np.bool_)
-        self._recv_trunc = np.zeros(k, np.bool_)
+        self._recv_out = (obs_codec.allocate(k), np.zeros((k, *spec.reward_shape), np.float64),
+                          np.zeros(k, np.bool_), np.zeros(k, np.bool_), np.zeros(k, np.int8))
         # Executors that fuse a sync call over every env into one command (Executor.run_all).
         self._run_all = executor.run_all
         # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
@@ -483,30 +485,22 @@ class Pool(Waits):
 
     def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
                   op: np.ndarray | None = None) -> Batch:
-        """Every env's row, straight from the buffers (views, or copies with ``copy``).
+        """Every env's row, straight from the buffers (views, or copies with ``copy``), in
+        whatever layout they have (``Buffers.rows``).
 
         ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
         a call where every env ran the same op: nothing to copy).
         """
-        b = self.buffers
-        final_obs = b.final_obs if has_final is not None else None
-        if b.device_flags is not None:  # resident: tensors on the device (clones with copy)
-            obs, reward, term, trunc, final_obs = b.device_results(self.copy, has_final is not None)
-            op = (b.ops.copy() if self.copy else b.ops) if op is None else op
-            return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs,
-                                      has_final, infos, finals))
-        if not self.copy:
-            return _new_batch(Batch, (self._all, b.obs, b.reward, b.terminated, b.truncated,
-                                      b.ops if op is None else op, final_obs, has_final, infos,
-                                      finals))
-        obs = b.obs
-        obs = obs.copy() if type(obs) is np.ndarray else tree_map(np.copy, obs)
-        if final_obs is not None:
-            final_obs = tree_map(np.copy, final_obs)
-        if op is None:
-            op = b.ops.copy()
-        return _new_batch(Batch, (self._all, obs, b.reward.copy(), b.terminated.copy(),
-                                  b.truncated.copy(), op, final_obs, has_final, infos, finals))
+        if self.copy:
+            obs, reward, term, trunc, final_obs, agents = self._rows(has_final is not None)
+            if op is None:
+                op = self.buffers.ops.copy()
+        else:
+            obs, reward, term, trunc, final_obs, agents = self._views[has_final is not None]
+            if op is None:
+                op = self.buffers.ops
+        return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs, has_final,
+                                  infos, finals, agents))
 
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
@@ -581,7 +575,7 @@ class Pool(Waits):
             ids = self._all
             batch = self._validated_actions(actions, ids)
             self._check_steppable(ids)
-            self._put_actions(slice(None), batch)
+            self.buffers.put_actions(slice(None), batch)
             resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
             self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
             if self._run_all is not None:
@@ -637,15 +631,6 @@ class Pool(Waits):
         every = normalize_seeds(seed, self.num_envs)
         return [every[i] for i in ids.tolist()]
 
-    def _put_actions(self, where: slice | np.ndarray, batch: Any) -> None:
-        acts = self.buffers.actions
-        if type(acts) is np.ndarray:
-            acts[where] = batch
-        elif self.resident:
-            put_rows(acts, where, batch)
-        else:
-            tree_map(lambda buf, a: buf.__setitem__(where, a), acts, batch)
-
     # ------------------------------------------------------------------ async API
     def async_reset(
         self, env_id: Any = None, seed: Any = None, options: dict[str, Any] | None = None
@@ -677,7 +662,7 @@ class Pool(Waits):
             self._check_idle(ids, "send")
             batch = self._validated_actions(actions, ids)
             self._check_steppable(ids)
-            self._put_actions(ids, batch)
+            self.buffers.put_actions(ids, batch)
             dispatched = True
             self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
         except BaseException as err:

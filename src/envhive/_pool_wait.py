@@ -23,7 +23,6 @@ import numpy as np
 
 from envhive._arguments import check_seconds
 from envhive._batch import NO_OP, Batch
-from envhive._spaces import tree_map
 from envhive.errors import NothingPendingError, WaitTimeoutError
 
 if TYPE_CHECKING:
@@ -55,11 +54,7 @@ class Waits:
         _in_flight: int
         _ready: collections.deque[int]
         _errors: dict[int, Any]
-        _recv_obs: Any
-        _recv_reward: np.ndarray
-        _recv_ops: np.ndarray
-        _recv_term: np.ndarray
-        _recv_trunc: np.ndarray
+        _recv_out: tuple[Any, ...]
         _infos: dict[int, dict[str, Any]]
         _final_infos: dict[int, dict[str, Any]]
 
@@ -155,24 +150,11 @@ class Waits:
 
     def _rows_of(self, ids: np.ndarray, k: int) -> Batch:
         """``recv``'s batch: the rows of ``ids`` (copies, or gathered into the recv buffers)."""
-        b = self.buffers
         infos, finals, has_final = self._take_infos(ids.tolist(), k)
-        final_obs = None
-        if has_final is not None:
-            final_obs = tree_map(lambda a: a[ids], b.final_obs)
-        if self.copy or self.resident:  # resident: indexing gathers into new tensors
-            obs = tree_map(lambda a: a[ids], b.obs)
-            term, trunc = (b.terminated, b.truncated) if b.device_flags is None else b.device_flags
-            return Batch(ids, obs, b.reward[ids], term[ids], trunc[ids], b.ops[ids],
-                         final_obs, has_final, infos, finals)
-        # mode="clip": ids are valid, and the default mode="raise" buffers into a temporary.
-        take = lambda a, out: np.take(a, ids, axis=0, out=out, mode="clip")  # noqa: E731
-        obs = tree_map(take, b.obs, self._recv_obs)
-        return Batch(
-            ids, obs, take(b.reward, self._recv_reward), take(b.terminated, self._recv_term),
-            take(b.truncated, self._recv_trunc), take(b.ops, self._recv_ops),
-            final_obs, has_final, infos, finals,
+        obs, reward, term, trunc, ops, final_obs, agents = self.buffers.gather(
+            ids, self.copy, has_final is not None, self._recv_out
         )
+        return Batch(ids, obs, reward, term, trunc, ops, final_obs, has_final, infos, finals, agents)
 
     @property
     def pending(self) -> int:

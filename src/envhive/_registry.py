@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from envhive.engines import compiled_env, compiled_ids, native_factory
+from envhive.envs.multiagent._lab2d import LEVELS
 from envhive.errors import ConfigError, UnknownEnvError
 
 __all__ = ["EnvSpec", "register", "list_envs", "resolve_id", "EnvFactoryFromCallable"]
@@ -70,6 +71,17 @@ _BUILTIN: dict[str, EnvSpec] = {
 }
 
 
+# The dmlab2d wheel's levels: multi-agent envs (an agent axis), kept out of gymnasium's
+# registry (its vector API has no agent axis). ``env_kwargs``: num_players, settings, world_obs.
+_MULTIAGENT: dict[str, EnvSpec] = {
+    f"dmlab2d/{level}": EnvSpec(
+        f"dmlab2d/{level}", "envhive.envs.multiagent:dmlab2d_substrate", {"level": level},
+        executor="process",
+    )
+    for level in LEVELS
+}
+
+
 def register(
     id: str,
     entry_point: str | Callable[..., gym.Env],
@@ -96,7 +108,7 @@ def list_envs() -> list[str]:
         >>> "Pendulum-v1" in list_envs()
         True
     """
-    own = sorted({*_ENVHIVE, *compiled_ids(), *_BUILTIN})
+    own = sorted({*_ENVHIVE, *compiled_ids(), *_BUILTIN, *_MULTIAGENT})
     return own + sorted(k for k in gym.registry if k not in own)
 
 
@@ -133,6 +145,12 @@ class EnvFactoryFromCallable:
 
     def __call__(self) -> gym.Env:
         env = self.fn(**self.kwargs)
+        if self.max_episode_steps is not None and not isinstance(env, gym.Env):
+            from envhive.envs.multiagent import (
+                as_agent_env,  # a multi-agent env: its time limit too
+            )
+
+            env = as_agent_env(env) or env
         if self.max_episode_steps is not None and isinstance(env, gym.Env):
             env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
         return env
@@ -179,7 +197,7 @@ def resolve_id(
 ) -> tuple[Callable[[], gym.Env], str]:
     """Turn an id into (factory, display name); unknown ids raise with close matches."""
     kwargs = dict(env_kwargs or {})
-    spec = _ENVHIVE.get(env_id) or _BUILTIN.get(env_id)
+    spec = _ENVHIVE.get(env_id) or _BUILTIN.get(env_id) or _MULTIAGENT.get(env_id)
     if spec is not None:
         steps = max_episode_steps if max_episode_steps is not None else spec.max_episode_steps
         fn = _load(spec.entry_point)

@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from envhive._agents import agent_ids_of
 from envhive.errors import EnvWorkerError
 
 __all__ = ["EnvFactory", "EnvProps", "Completion", "env_error", "env_props", "safe_str"]
@@ -36,6 +37,8 @@ class EnvProps:
     metadata: dict[str, Any]
     render_mode: str | None
     spec: Any = None
+    #: The possible agents of a multi-agent env (``envhive._agents``); ``()``: no agent axis.
+    agents: tuple[str, ...] = ()
 
 
 
@@ -103,4 +106,5 @@ def env_props(env: gym.Env) -> EnvProps:
         metadata=dict(env.metadata),
         render_mode=env.render_mode,
         spec=env.spec,
+        agents=agent_ids_of(env),
     )

@@ -89,9 +89,17 @@ def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
             env_id=env_id, worker_traceback=traceback.format_exc(),
         ) from err
     if not isinstance(env, gym.Env):
-        raise ConfigError(
-            f"env {env_id}: the factory must return a gymnasium.Env, got {type(env).__name__}"
-        )
+        # A multi-agent env (a PettingZoo ParallelEnv, a dm_env of player lists) gets its
+        # agent axis here, where it is built.
+        from envhive.envs.multiagent import as_agent_env
+
+        agents = as_agent_env(env)
+        if agents is None:
+            raise ConfigError(
+                f"env {env_id}: the factory must return a gymnasium.Env, a PettingZoo ParallelEnv "
+                f"or a dm_env of player lists (as MeltingPot's substrates), got {type(env).__name__}"
+            )
+        return agents
     return env
 
 
@@ -196,6 +204,8 @@ class EnvRunner:
         many = getattr(kind, "step_many", None)
         same = all(type(env) is kind for env in self.envs)
         self._step_many: Callable[..., list[Any]] | None = many if same and len(self.envs) > 1 else None
+        #: The loop :meth:`run` calls: :meth:`_run`, or the multi-agent one (set by ``bind``).
+        self._run_ops: Callable[[Sequence[int], dict[str, Any] | None, Completion], None] = self._run
 
     def bind(self, buffers: Buffers, local: bool = False) -> None:
         """Attach the (possibly shared-memory) buffers the runner writes into.
@@ -220,6 +230,13 @@ class EnvRunner:
         self._obs_shape = codec.shape if isinstance(codec, ArrayCodec) else None
         self._stack_obs = self._obs_shape is not None and buffers.obs[:1].nbytes <= _STACK_OBS_BYTES
         self._write_rows = _write_rows if self._obs_shape is not None else None
+        # Multi-agent envs (an agent axis in the buffers) take their own loop, chosen here
+        # once: the single-agent loop pays nothing for them.
+        self._run_ops = self._run
+        if buffers.spec.agents:
+            from envhive._agent_runner import AgentOps
+
+            self._run_ops = AgentOps(self).run
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``.
@@ -241,7 +258,7 @@ class EnvRunner:
         :class:`~envhive.errors.EnvWorkerError` instead, so a worker process never dies of it.
         """
         try:
-            self._run(env_ids, options, out)
+            self._run_ops(env_ids, options, out)
         except Exception as err:
             for i in env_ids:
                 out.errors.setdefault(int(i), EnvWorkerError(

@@ -36,6 +36,8 @@ from typing import Any
 
 import cloudpickle
 
+from envhive._runner import build_env
+
 __all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "probe", "decide", "predict"]
 
 #: The probe stops stepping after this many seconds or :data:`PROBE_STEPS` steps, whichever
@@ -217,7 +219,7 @@ def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
     Amdahl with two threads: ``speedup = 1 / ((1 - f) + f / 2)``, so ``f = 2 (1 - 1/speedup)``.
     ``None`` if a step raises in a thread (the thread executor would fail the same way).
     """
-    second = factory()
+    second = build_env(factory, 0)
     try:
         second.reset()
         envs = (first, second)
@@ -268,7 +270,7 @@ def probe(
     start = clock()
     picklable = _picklable(factory)
     try:
-        env = factory()
+        env = build_env(factory, 0)  # as a worker builds it (a multi-agent env gets its agent axis)
     except Exception as err:
         return EnvCosts(0.0, 0.0, None, 0, 0.0, picklable, 0, clock() - start,
                         problem=f"building it raised {type(err).__name__}: {err}")

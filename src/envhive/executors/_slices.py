@@ -220,6 +220,10 @@ class RestartBook:
             b.reward[i] = outcome.reward
             b.terminated[i] = outcome.terminated
             b.truncated[i] = outcome.truncated
+            agents = b.agent_rows
+            if agents is not None:  # an agent axis: the lost episode ends for every agent
+                agents.terminated[i] = agents.active[i] & outcome.terminated
+                agents.truncated[i] = agents.active[i] & outcome.truncated
             if outcome.final_obs_is_reset_obs:
                 b.obs_codec.write(b.final_obs, i, b.obs_codec.single(b.obs, i))
                 final_infos[i] = {RESTART_INFO_KEY: True}

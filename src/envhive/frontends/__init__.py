@@ -7,6 +7,10 @@ r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` 
   (``envhive.frontends.TorchRLEnv``), as it needs the ``torchrl`` extra.
 * ``SB3VecEnv`` (``api="sb3"``): a Stable-Baselines3 ``VecEnv``; imported on first use
   (``envhive.frontends.SB3VecEnv``), as it needs the ``sb3`` extra.
+* :class:`PettingZooEnv` (``api="pettingzoo"``): a multi-agent pool as one PettingZoo
+  ``ParallelEnv``; :class:`FlatAgents` (``agent_layout="flat"``): a multi-agent pool with its
+  agents folded into the batch axis, which the single-agent front ends take as a pool.
+  A front end without an agent axis refuses a multi-agent pool (``check_agent_axis``).
 
 A front end reads only the pool's results (and its spaces); it never touches buffers or
 executors, so adding one touches nothing else. Writing one: take a :class:`Pool` (``env.pool``
@@ -26,9 +30,12 @@ from envhive._batch import Batch
 from envhive._infos import Column
 from envhive._pool import Pool
 from envhive.frontends._dm_env import DmEnv
+from envhive.frontends._flat import FlatAgents
 from envhive.frontends._gymnasium import VectorEnv
+from envhive.frontends._pettingzoo import PettingZooEnv
 
-__all__ = ["VectorEnv", "DmEnv", "TorchRLEnv", "SB3VecEnv", "Pool", "Batch", "Column"]
+__all__ = ["VectorEnv", "DmEnv", "TorchRLEnv", "SB3VecEnv", "PettingZooEnv", "FlatAgents", "Pool",
+           "Batch", "Column"]
 
 
 def __getattr__(name: str) -> object:

@@ -42,6 +42,7 @@ from envhive._extras import require
 from envhive._pool import Pool
 from envhive._spaces import tree_map
 from envhive.errors import ConfigError
+from envhive.frontends._flat import check_agent_axis
 
 __all__ = ["DmEnv", "spec_for"]
 
@@ -102,6 +103,7 @@ class DmEnv:
     """
 
     def __init__(self, pool: Pool, *, name: str) -> None:
+        check_agent_axis(pool, "dm_env")
         if pool.autoreset is AutoresetMode.SAME_STEP:
             pool.close()
             raise ConfigError(

@@ -42,6 +42,7 @@ from envhive.errors import (
     WaitTimeoutError,
 )
 from envhive.executors._auto import ExecutorName
+from envhive.frontends._flat import check_agent_axis
 from envhive.frontends._torch import TorchArrays, torch_device
 
 __all__ = ["VectorEnv", "gym_infos"]
@@ -153,6 +154,7 @@ class VectorEnv(GymVectorEnv):
         self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None,
         observation_mode: Any = "same",
     ) -> None:
+        check_agent_axis(pool, "gymnasium")  # a multi-agent pool comes flattened (FlatAgents)
         self._pool = pool
         # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
         self._torch: TorchArrays | None = None
@@ -215,7 +217,7 @@ class VectorEnv(GymVectorEnv):
             return self._torch_transition(self._pool.step(self._torch.actions(actions)), False)
         b = self._pool.step(actions)
         # Unpacking is cheaper than five attribute reads, and this runs on every step.
-        _, obs, reward, terminated, truncated, _, _, has_final, infos, _ = b
+        _, obs, reward, terminated, truncated, _, _, has_final, infos, _, _ = b
         if infos or has_final is not None:
             return obs, reward, terminated, truncated, gym_infos(b, self._obs_codec)
         return obs, reward, terminated, truncated, {}

@@ -46,6 +46,7 @@ from envhive._infos import Column, InfoColumns
 from envhive._pool import Pool
 from envhive._spaces import ArrayCodec, codec_for
 from envhive.errors import ActionError, ConfigError, ConfigTypeError, EnvWorkerError
+from envhive.frontends._flat import check_agent_axis
 
 require("stable_baselines3", "sb3", "api='sb3'")
 
@@ -220,6 +221,7 @@ class SB3VecEnv(VecEnv):
     """
 
     def __init__(self, pool: Pool, name: str = "") -> None:
+        check_agent_axis(pool, "sb3")
         if pool.autoreset.name != "SAME_STEP" or not pool.copy:
             raise ConfigError("SB3VecEnv needs a pool in same_step mode with copy=True (use make(api='sb3'))")
         _check_observation_space(pool.observation_space)

@@ -34,6 +34,7 @@ from envhive._extras import require
 from envhive._pool import Pool
 from envhive._spaces import tree_map
 from envhive.errors import ConfigError
+from envhive.frontends._flat import check_agent_axis
 from envhive.frontends._torch import TorchArrays
 
 require("torchrl", "torchrl", "api='torchrl'")
@@ -145,6 +146,7 @@ class TorchRLEnv(EnvBase):
     batch_locked = True
 
     def __init__(self, pool: Pool, device: Any, name: str = "") -> None:
+        check_agent_axis(pool, "torchrl")
         if pool.autoreset.name != "SAME_STEP" or not pool.copy:
             raise ConfigError("TorchRLEnv needs a pool in same_step mode with copy=True (use make(api='torchrl'))")
         n = pool.num_envs

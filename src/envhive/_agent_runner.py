@@ -1,0 +1,144 @@
+"""The runner's loop for multi-agent envs: one row per env, one entry per agent.
+
+:class:`~envhive._runner.EnvRunner` hands its ops to :class:`AgentOps` when the buffers carry
+an agent axis (``BufferSpec.agents``); the single-agent loop (and its C fast path) never sees
+them. The ops mean what ``envhive._ops`` says; what is added is per agent: after the step,
+each agent's flags and ``active`` mask are copied from the env (an
+:class:`~envhive._agents.AgentEnv`) into the row, the env's end is given to every agent still
+in it (:func:`~envhive._agents.end_agents`), and under STEP_RESET the terminal observations of
+every agent go to ``final_obs`` before the reset, whose ``active`` mask the row then gets.
+Multi-agent steps are costly (dicts per agent), so this loop is plain Python, env by env.
+
+Examples:
+    >>> from envhive.testing import TagTeamEnv
+    >>> from envhive._buffers import Buffers, BufferSpec
+    >>> from envhive._report import Completion
+    >>> from envhive._runner import EnvRunner, build_env
+    >>> env = build_env(TagTeamEnv, 0)
+    >>> runner = EnvRunner([env], first_id=0)
+    >>> b = Buffers.allocate(BufferSpec(1, env.observation_space, env.action_space,
+    ...                                 agents=env.agent_ids))
+    >>> runner.bind(b)
+    >>> b.ops[:] = 1  # RESET
+    >>> runner.run([0], None, Completion())
+    >>> b.active.tolist()
+    [[True, True, False]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from envhive._agents import AgentEnv, end_agents
+from envhive._ops import RESET, RESET_REWARD, resets_in_op
+from envhive._report import Completion, env_error
+from envhive._results import (
+    check_info,
+    flag_value,
+    reset_pair,
+    result_error,
+    reward_value,
+    step_tuple,
+)
+
+# _runner imports this module only inside EnvRunner.bind, so this import makes no cycle.
+from envhive._runner import EnvRunner, reset_env
+from envhive.errors import EnvWorkerError
+
+__all__ = ["AgentOps"]
+
+
+class AgentOps:
+    """The ops of one runner's multi-agent envs (see the module docstring)."""
+
+    def __init__(self, runner: EnvRunner) -> None:
+        self.runner = runner
+        self.cores: list[AgentEnv] = []
+        for k, env in enumerate(runner.envs):
+            core = env.unwrapped
+            if not isinstance(core, AgentEnv):  # the pool laid out agents every env must have
+                raise EnvWorkerError(
+                    f"expected a multi-agent env (an envhive AgentEnv) like env 0, got "
+                    f"{type(core).__name__}", env_id=runner.first_id + k,
+                )
+            self.cores.append(core)
+
+    def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
+        """Perform each env's op (from ``buffers.ops``) and write its row; errors per env."""
+        runner = self.runner
+        b = runner.buffers
+        assert b is not None, "bind() must come before run()"  # internal invariant
+        row0, first = runner._row0, runner.first_id
+        for i in env_ids:
+            i = int(i)
+            r, k = i - row0, i - first
+            try:
+                self._one(runner.envs[k], self.cores[k], i, r, int(b.ops[r]), options, out)
+            except EnvWorkerError as err:
+                out.errors[i] = err
+            except Exception as err:  # an env's bug must not take the pool down
+                out.errors[i] = env_error("reset" if b.ops[r] == RESET else "step", err, i)
+            else:
+                out.env_ids.append(i)
+
+    def _one(self, env: Any, core: AgentEnv, i: int, r: int, op: int,
+             options: dict[str, Any] | None, out: Completion) -> None:
+        """One env's op into row ``r`` (``i``: its pool-wide id)."""
+        b = self.runner.buffers
+        assert b is not None and b.active is not None
+        assert b.agent_terminated is not None and b.agent_truncated is not None
+        if op == RESET:
+            obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
+            reward: Any = RESET_REWARD
+            term = trunc = False
+            b.agent_terminated[r] = False
+            b.agent_truncated[r] = False
+        else:
+            action = b.act_codec.read(b.actions, r)
+            obs, reward, term, trunc, info = step_tuple(env.step(action), "step", i)
+            term, trunc = _flag(term, "terminated", i), _flag(trunc, "truncated", i)
+            if type(info) is not dict:
+                check_info(info, "step", i)
+            fixed = reward_value(reward, b.reward.shape[1:])
+            if fixed is None:
+                raise result_error("step", "reward", reward, f"an array of shape {b.reward.shape[1:]} "
+                                   "(one reward per agent)", i)
+            reward = fixed
+            aterm, atrunc = b.agent_terminated[r], b.agent_truncated[r]
+            aterm[:] = core.agent_terminated
+            atrunc[:] = core.agent_truncated
+            end_agents(term, trunc, aterm, atrunc, core.active)
+            if resets_in_op(op, term, trunc):
+                self._write(b.final_obs, r, obs, "step", i)
+                out.final_infos[i] = info
+                obs, info = reset_pair(env.reset(), i)
+        self._write(b.obs, r, obs, "reset" if op == RESET else "step", i)
+        b.reward[r] = reward
+        b.terminated[r] = term
+        b.truncated[r] = trunc
+        b.active[r] = core.active
+        if info:
+            out.infos[i] = info
+
+    def _write(self, buf: Any, row: int, obs: Any, where: str, env_id: int) -> None:
+        b = self.runner.buffers
+        assert b is not None
+        try:
+            b.obs_codec.write(buf, row, obs)
+        except Exception as err:  # whatever the env returned, it is that env's error
+            raise EnvWorkerError(
+                f"{where}() returned an observation that does not fit the observation space "
+                f"{b.obs_codec.space}: {err}", env_id=env_id, cause_type="ObservationError",
+            ) from None
+
+
+def _flag(value: Any, field: str, env_id: int) -> bool:
+    if type(value) is bool:
+        return value
+    flag = flag_value(value)
+    if flag is None:
+        raise result_error("step", field, value, "a bool (True/False, numpy.bool_, or 0/1)", env_id)
+    return flag
+
+
