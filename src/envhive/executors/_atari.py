@@ -94,6 +94,7 @@ __all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_
 
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
+_NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 
 
 def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -177,6 +178,7 @@ class AtariEngine(BatchedOps):
         self._shm = shared_memory.SharedMemory(create=True, size=size(fields))
         self._v = v = views(self._shm.buf, fields)
         v["ops"][:] = IDLE
+        v["want"][0] = _NO_WANT
         ctx: Any = mp.get_context(default_start_method())
         self._round_done = ctx.Semaphore(0)
         self._async_done = ctx.Semaphore(0)
@@ -322,24 +324,28 @@ class AtariEngine(BatchedOps):
             self._cmd[w].release()  # a post is a memory barrier: the ring is visible
 
     def collect(self, min_count: int) -> Completion:
-        """Hand over every finished command, waiting until ``min_count`` envs finished
-        (or nothing else runs)."""
+        """Hand over every finished env, waiting until ``min_count`` envs finished (or
+        nothing else runs)."""
         out, self._pending = self._pending, Completion()
         if self._inline is not None:
             return out
         count = len(out.env_ids) + len(out.errors)
         v = self._v
-        while True:
-            count += self._harvest(out)
-            if count >= min_count or not any(self._inflight):
-                return out
-            # Ask for one post when enough envs are done (not one per env), then look again:
-            # an env may have finished before the workers could read the request.
-            v["want"][0] = int(v["q_head"].sum()) + min_count - count
-            count += self._harvest(out)
-            if count >= min_count or not any(self._inflight):
-                return out
-            self._take(self._async_done, once=True)
+        try:
+            while True:
+                count += self._harvest(out)
+                if count >= min_count or not any(self._inflight):
+                    return out
+                # Ask for one post when enough envs are done (not one per env), then look
+                # again: an env may have finished before the workers could read the request.
+                v["want"][0] = int(v["q_head"].sum()) + min_count - count
+                count += self._harvest(out)
+                if count >= min_count or not any(self._inflight):
+                    return out
+                self._take(self._async_done, once=True)
+        finally:
+            if v:  # nobody waits now: no posts until the next request (or a worker idles)
+                v["want"][0] = _NO_WANT
 
     def _harvest(self, out: Completion) -> int:
         """Apply every finished env to the buffers and ``out``; how many it reported.
