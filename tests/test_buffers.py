@@ -105,7 +105,18 @@ def test_copy_false_tree_obs_leaves_are_the_buffers(executor):
                 assert a is b
 
 
-def test_copy_false_step_allocates_no_arrays(executor):
+def _ray_transport_allocates(request, executor):
+    """Ray actors' results arrive as new arrays from Ray's object store (one batch per actor
+    per call) and are copied into the pool's buffers: the pool hands out no new arrays, but
+    the transport makes them every step. Checked to stay that way (strict)."""
+    if executor == "ray":
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="deliberate difference: the Ray transport deserializes each "
+            "actor's result batch into new arrays before copying them into the buffers"))
+
+
+def test_copy_false_step_allocates_no_arrays(executor, request):
+    _ray_transport_allocates(request, executor)
     # 200 steps with copy=False must not allocate anything obs-sized, neither kept nor
     # temporary; with copy=True every step allocates a fresh obs batch (the control).
     batch_bytes = N * OBS_DIM * 4
@@ -185,7 +196,8 @@ def test_recv_copy_false_returns_same_preallocated_arrays(executor):
         env.recv()
 
 
-def test_recv_copy_false_allocates_no_arrays(executor):
+def test_recv_copy_false_allocates_no_arrays(executor, request):
+    _ray_transport_allocates(request, executor)
     batch_bytes = 2 * OBS_DIM * 4
     with envhive.make(PreallocEnv, N, executor=executor, batch_size=2, copy=False) as env:
         env.async_reset()
