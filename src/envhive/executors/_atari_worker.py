@@ -156,7 +156,7 @@ class _Queue:
         self.slots = v["q_env"].shape[1]
 
     def drain(self) -> None:
-        """Perform every queued env; count and post each command as it ends."""
+        """Perform every queued env, publishing each as it ends (posting as explained below)."""
         v, w = self.v, self.w
         q_env, q_tag, epoch, heads, want = v["q_env"][w], v["q_tag"][w], v["epoch"], v["q_head"], v["want"]
         while self.head < int(v["q_tail"][w]):
