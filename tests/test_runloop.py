@@ -111,12 +111,12 @@ class QuirkyEnv(gym.Env):
 @contextmanager
 def python_loop():
     """Run EnvRunner as if envhive had been built without its C loop."""
-    saved = _base._step_slice, _base._write_rows
-    _base._step_slice = _base._write_rows = None
+    saved = _base._step_slice, _base._write_rows, _base._step_rows
+    _base._step_slice = _base._write_rows = _base._step_rows = None
     try:
         yield
     finally:
-        _base._step_slice, _base._write_rows = saved
+        _base._step_slice, _base._write_rows, _base._step_rows = saved
 
 
 def _runner(schedules, compiled: bool, action_space=None):

@@ -211,9 +211,14 @@ class Pool(Waits):
         # actions must look like to take it. Anything else goes the general way, which raises
         # the precise error.
         codec = self._act_codec
+        arrays = type(codec) is ArrayCodec
         step_all = executor.step_all
-        self._step_all = step_all if step_all is not None and type(codec) is ArrayCodec else None
-        if self._step_all is not None:
+        self._step_all = step_all if step_all is not None and arrays else None
+        # The fused sync step (Executor.run_all) for a batch of actions that is one array.
+        self._fused = self._run_all is not None and arrays and not resident
+        self._act_batch_shape: tuple[int, ...] = ()
+        self._act_chars = ""
+        if arrays:
             assert isinstance(codec, ArrayCodec)
             self._act_batch_shape = (n, *codec.shape)
             # dtype chars, not kinds: compiled kernels take these (not float16 / long double).
@@ -321,18 +326,22 @@ class Pool(Waits):
             b.put_seeds(ids.tolist(), seeds)
             self._maybe_seeded = True
         elif resets and self._maybe_seeded:
-            # Autoresets take no seed: clear any left from an earlier seeded reset.
-            b.has_seed[sel] = False
-            if b.big_seeds:
-                for i in ids.tolist():
-                    b.big_seeds.pop(i, None)
-            self._maybe_seeded = ids is not self._all
+            self._clear_seeds(ids)
         self._resets_in_flight += resets
         if not sync:
             self._status[sel] = PENDING
         self._in_flight += ids.size
         if send:
             self.executor.send(ids, options)
+
+    def _clear_seeds(self, ids: np.ndarray) -> None:
+        """Autoresets take no seed: clear any left for ``ids`` by an earlier seeded reset."""
+        b = self.buffers
+        b.has_seed[slice(None) if ids is self._all else ids] = False
+        if b.big_seeds:
+            for i in ids.tolist():
+                b.big_seeds.pop(i, None)
+        self._maybe_seeded = ids is not self._all
 
     def _recv(self, min_count: int, run_all: Any = None) -> Completion:
         """``executor.recv(min_count)``, or ``run_all()`` if given; a dead worker closes the pool."""
@@ -571,6 +580,12 @@ class Pool(Waits):
                             return self._all_rows({}, {}, b.terminated | b.truncated, op)
                         return self._all_rows({}, {}, None, op)
                     return self._inline_rows(step_infos, reset_infos, resets, done, op)
+            if self._fused and type(actions) is np.ndarray and not (
+                self.closed or self._in_flight or self._ready or self._any_blocked
+            ) and actions.shape == self._act_batch_shape and actions.dtype.char in self._act_chars and (
+                self._act_codec.in_bounds(actions)  # type: ignore[attr-defined]  # ArrayCodec
+            ):
+                return self._step_fused(actions)
             self._check_sync("step")
             ids = self._all
             batch = self._validated_actions(actions, ids)
@@ -586,6 +601,36 @@ class Pool(Waits):
         except BaseException as err:
             self._cut_short(err, self._all)
             raise
+
+    def _step_fused(self, actions: np.ndarray) -> Batch:
+        """``step``'s general path in fewer moves, for executors that fuse a sync call
+        (``Executor.run_all``) and a valid batch of actions that is one array.
+
+        The same books as ``_dispatch`` + ``_absorb`` + ``_drain_all`` keep: when every env
+        reports its op with no error (the common case), they reduce to the counts below. An
+        env that raised takes the general bookkeeping, which raises its error.
+        """
+        b, n = self.buffers, self.num_envs
+        b.actions[...] = actions
+        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
+        if resets and self._maybe_seeded:
+            self._clear_seeds(self._all)
+        self._in_flight, self._resets_in_flight = n, resets  # a Ctrl-C in the run drops them
+        try:
+            done = self._run_all(None)  # type: ignore[misc]  # set: _fused says so
+        except WorkerDiedError:  # as _recv: the executor shut itself down, so does the pool
+            self.close()
+            raise
+        if done.errors:
+            self._absorb(done, sync=True)
+            self._drain_all()  # raises the first env's error, every env idle again
+        self._in_flight = self._resets_in_flight = 0
+        if self._finish_ops(self._every, n, resets, done.ended):
+            self._refresh_blocked()
+        op = None if resets else self._plain_ops
+        if done.infos or done.final_infos:
+            return self._all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
+        return self._all_rows({}, {}, None, op)
 
     def _inline_rows(
         self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,

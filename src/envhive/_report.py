@@ -52,15 +52,23 @@ class Completion:
             that ended an episode; the step info otherwise).
         final_infos: for STEP_RESET ops that ended an episode: the step's info (maybe empty).
         errors: envs whose op raised; their slots hold no valid transition.
+        ended: how many of the envs stepped ended their episode (``terminated`` or
+            ``truncated`` set), when the executor counted them (``None``: the pool reads
+            the flags).
     """
 
     env_ids: list[int] = field(default_factory=list)
     infos: dict[int, dict[str, Any]] = field(default_factory=dict)
     final_infos: dict[int, dict[str, Any]] = field(default_factory=dict)
     errors: dict[int, EnvWorkerError] = field(default_factory=dict)
+    ended: int | None = None
 
     def extend(self, other: Completion) -> None:
         """Append another completion's results to this one."""
+        if self.env_ids or self.errors:
+            self.ended = None if self.ended is None or other.ended is None else self.ended + other.ended
+        else:
+            self.ended = other.ended
         self.env_ids.extend(other.env_ids)
         self.infos.update(other.infos)
         self.final_infos.update(other.final_infos)

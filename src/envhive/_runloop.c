@@ -285,6 +285,255 @@ write_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(stages);
 }
 
+/* step_rows: the whole-slice loop, writing each env's reward and flags as soon as it has
+ * stepped.
+ *
+ *     step_rows(envs, ops, actions, read, row0, id0, obs_list, reward_buf, term_buf,
+ *               trunc_buf, infos, env_ids, finish) -> ended
+ *
+ * For k in range(len(envs)), env k (id id0 + k) has its row r = row0 + k in every buffer.
+ * When its op (ops[r], int8) is STEP or STEP_RESET, it calls ``env.step(actions[r])``
+ * (``read(actions, r)`` when ``read`` is not None); when the result is an exact 5-tuple whose
+ * reward is a Python float or int, whose flags are exactly True or False (both False for
+ * STEP_RESET) and whose info is an exact dict, it writes the reward and flags into row r,
+ * stores a non-empty info in ``infos[id]``, appends the observation to ``obs_list`` and
+ * ``id`` to ``env_ids``. Every other env is handed to ``finish(k, kind, got)`` (kinds as for
+ * step_slice), which performs its op in Python, writes its reward and flags, appends its
+ * observation to ``obs_list`` (None if it has none) and returns 1 (its episode ended), 0 (it
+ * did not) or -1 (the env's error was recorded: its id is not appended). ``obs_list`` thus
+ * gets one entry per env, in order. Observations are written after the loop, as
+ * gymnasium's SyncVectorEnv stacks them after all envs stepped (an env that rewrites an array
+ * it returned shows the last write either way): ``write_obs_rows``. Returns how many envs
+ * appended ended their episode. Exceptions that are not ``Exception`` subclasses
+ * (KeyboardInterrupt) propagate, as do exceptions ``finish`` raises.
+ *
+ *     write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool
+ *
+ * write_rows's stage 1 alone: copies the observations into rows start, start+1, ... when each
+ * is an exact C-contiguous ``ndarray`` of the row's shape and dtype (False: Python writes them).
+ */
+
+typedef struct {
+    Py_buffer ops, reward, term, trunc;
+} Rows;
+
+static void
+release_rows(Rows *b, int held)
+{
+    Py_buffer *views[4] = {&b->ops, &b->reward, &b->term, &b->trunc};
+    for (int j = 0; j < held; j++)
+        PyBuffer_Release(views[j]);
+}
+
+static int
+get_all_rows(Rows *b, PyObject *const *bufs, Py_ssize_t rows)
+{
+    const char *formats[4] = {"b", "d", "?", "?"};
+    Py_buffer *views[4] = {&b->ops, &b->reward, &b->term, &b->trunc};
+    for (int j = 0; j < 4; j++) {
+        if (get_rows(bufs[j], views[j], rows, formats[j]) < 0) {
+            release_rows(b, j);
+            PyErr_SetString(PyExc_TypeError,
+                            "step_rows(): expected C-contiguous buffers with enough rows");
+            return -1;
+        }
+    }
+    if (b->reward.ndim != 1 || b->term.ndim != 1 || b->trunc.ndim != 1 || b->ops.ndim != 1) {
+        release_rows(b, 4);
+        PyErr_SetString(PyExc_TypeError, "step_rows(): expected one reward and flag per row");
+        return -1;
+    }
+    return 0;
+}
+
+/* Write env r's reward and flags and keep its observation, if the result is of the plain
+ * kind; 1 written (*ended set), 0 not (nothing written), -1 error (an exception other than
+ * the value not being plain). */
+static int
+write_result(Rows *b, Py_ssize_t r, long op, PyObject *result, PyObject *obs_list,
+             PyObject *infos, PyObject *id, int *ended)
+{
+    if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5)
+        return 0;
+    PyObject *x = PyTuple_GET_ITEM(result, 1);
+    PyObject *term = PyTuple_GET_ITEM(result, 2), *trunc = PyTuple_GET_ITEM(result, 3);
+    PyObject *info = PyTuple_GET_ITEM(result, 4);
+    if (!PyDict_CheckExact(info) || (term != Py_True && term != Py_False)
+        || (trunc != Py_True && trunc != Py_False))
+        return 0;
+    if (op == OP_STEP_RESET && (term == Py_True || trunc == Py_True))
+        return 0;
+    double value;
+    if (PyFloat_Check(x)) {
+        value = PyFloat_AS_DOUBLE(x);
+    } else if (PyLong_Check(x)) {
+        value = PyLong_AsDouble(x);
+        if (value == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    if (PyDict_GET_SIZE(info) > 0 && PyDict_SetItem(infos, id, info) < 0)
+        return -1;
+    if (PyList_Append(obs_list, PyTuple_GET_ITEM(result, 0)) < 0)
+        return -1;
+    ((double *)b->reward.buf)[r] = value;
+    ((char *)b->term.buf)[r] = term == Py_True;
+    ((char *)b->trunc.buf)[r] = trunc == Py_True;
+    *ended = term == Py_True || trunc == Py_True;
+    return 1;
+}
+
+static PyObject *
+step_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "step_rows() takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *envs = args[0], *actions = args[2], *read = args[3], *obs_list = args[6];
+    PyObject *infos = args[10], *env_ids = args[11], *finish = args[12];
+    if (!PyList_CheckExact(envs) || !PyList_CheckExact(obs_list) || !PyDict_Check(infos)
+        || !PyList_CheckExact(env_ids)) {
+        PyErr_SetString(PyExc_TypeError, "step_rows(): expected lists and a dict");
+        return NULL;
+    }
+    Py_ssize_t row0 = PyLong_AsSsize_t(args[4]), id0 = PyLong_AsSsize_t(args[5]);
+    if ((row0 == -1 || id0 == -1) && PyErr_Occurred())
+        return NULL;
+    if (read == Py_None)
+        read = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(envs);
+    PyObject *const bufs[4] = {args[1], args[7], args[8], args[9]};
+    Rows b;
+    if (row0 < 0 || get_all_rows(&b, bufs, row0 + n) < 0)
+        return row0 < 0 ? (PyErr_SetString(PyExc_ValueError, "step_rows(): row0 < 0"), NULL) : NULL;
+    long ended = 0;
+    PyObject *res = NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (PyList_GET_SIZE(envs) != n) {
+            PyErr_SetString(PyExc_RuntimeError, "step_rows(): the env list changed size");
+            goto done;
+        }
+        Py_ssize_t r = row0 + k;
+        long op = ((signed char *)b.ops.buf)[r];
+        PyObject *id = PyLong_FromSsize_t(id0 + k);
+        if (id == NULL)
+            goto done;
+        int kind = NOT_CALLED, fin = 0;
+        PyObject *got = NULL;
+        if (op == OP_STEP || op == OP_STEP_RESET) {
+            PyObject *action;
+            if (read == NULL) {
+                action = PySequence_GetItem(actions, r);
+            } else {
+                PyObject *row = PyLong_FromSsize_t(r);
+                PyObject *call_args[2] = {actions, row};
+                action = row == NULL ? NULL : PyObject_Vectorcall(read, call_args, 2, NULL);
+                Py_XDECREF(row);
+            }
+            if (action == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    Py_DECREF(id);
+                    goto done;
+                }
+                PyErr_Clear(); /* finish reads it again, inside its try, and reports it */
+            } else {
+                PyObject *env = PyList_GET_ITEM(envs, k);
+                Py_INCREF(env);
+                PyObject *call_args[3] = {NULL, env, action};
+                PyObject *result = PyObject_VectorcallMethod(
+                    str_step, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                Py_DECREF(action);
+                Py_DECREF(env);
+                if (result == NULL) {
+                    got = fetch_exception();
+                    if (got == NULL) {
+                        Py_DECREF(id);
+                        goto done;
+                    }
+                    kind = RAISED;
+                } else {
+                    int flag = 0;
+                    fin = write_result(&b, r, op, result, obs_list, infos, id, &flag);
+                    if (fin == 1) {
+                        Py_DECREF(result);
+                        ended += flag;
+                        fin = PyList_Append(env_ids, id);
+                        Py_DECREF(id);
+                        if (fin < 0)
+                            goto done;
+                        continue;
+                    }
+                    if (fin < 0) {
+                        Py_DECREF(result);
+                        Py_DECREF(id);
+                        goto done;
+                    }
+                    kind = RETURNED;
+                    got = result;
+                }
+            }
+        }
+        /* The Python path performs this env's op (and writes its row). */
+        PyObject *kk = PyLong_FromSsize_t(k), *kd = PyLong_FromLong(kind);
+        PyObject *fargs[3] = {kk, kd, got ? got : Py_None};
+        PyObject *rc = (kk && kd) ? PyObject_Vectorcall(finish, fargs, 3, NULL) : NULL;
+        Py_XDECREF(kk);
+        Py_XDECREF(kd);
+        Py_XDECREF(got);
+        if (rc == NULL) {
+            Py_DECREF(id);
+            goto done;
+        }
+        long v = PyLong_AsLong(rc);
+        Py_DECREF(rc);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(id);
+            goto done;
+        }
+        if (v >= 0) {
+            ended += v;
+            if (PyList_Append(env_ids, id) < 0) {
+                Py_DECREF(id);
+                goto done;
+            }
+        }
+        Py_DECREF(id);
+    }
+    res = PyLong_FromLong(ended);
+done:
+    release_rows(&b, 4);
+    return res;
+}
+
+static PyObject *
+write_obs_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "write_obs_rows() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[0]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *obs_list = args[2];
+    if (!PyType_Check(args[3]) || !PyList_CheckExact(obs_list)) {
+        PyErr_SetString(PyExc_TypeError, "write_obs_rows(): expected a list and a type");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(obs_list);
+    int ok = 0;
+    Py_buffer obs;
+    if (n > 0 && start >= 0 && get_rows(args[1], &obs, start + n, NULL) == 0) {
+        ok = write_obs(start, &obs, obs_list, (PyTypeObject *)args[3]) == 0;
+        PyBuffer_Release(&obs);
+    }
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"step_slice", (PyCFunction)(void (*)(void))step_slice, METH_FASTCALL,
      "step_slice(envs, ops, ids, actions, read, start, obs_list, rewards, terms, truncs, "
@@ -292,6 +541,11 @@ static PyMethodDef methods[] = {
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL,
      "write_rows(start, obs_buf, obs_list, reward_buf, rewards, term_buf, terms, trunc_buf, "
      "truncs, ndarray) -> stages written (0-2)\n\nSee envhive/_runner.py."},
+    {"step_rows", (PyCFunction)(void (*)(void))step_rows, METH_FASTCALL,
+     "step_rows(envs, ops, actions, read, row0, id0, obs_list, reward_buf, term_buf, "
+     "trunc_buf, infos, env_ids, finish) -> ended\n\nSee envhive/_runner.py."},
+    {"write_obs_rows", (PyCFunction)(void (*)(void))write_obs_rows, METH_FASTCALL,
+     "write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool\n\nSee envhive/_runner.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -61,6 +61,8 @@ except ImportError:  # built without a C compiler: every env takes the Python pa
     _runloop = None
 _step_slice: Callable[..., tuple[int, int, Any]] | None = getattr(_runloop, "step_slice", None)
 _write_rows: Callable[..., int] | None = getattr(_runloop, "write_rows", None)
+_step_rows: Callable[..., int] | None = getattr(_runloop, "step_rows", None)
+_write_obs_rows: Callable[..., bool] | None = getattr(_runloop, "write_obs_rows", None)
 
 
 def compiled_runner() -> bool:
@@ -197,6 +199,8 @@ class EnvRunner:
         self._index_envs: list[gym.Env] = []  # the envs of the ids in _index_of, in order
         self._obs_shape: tuple[int, ...] | None = None
         self._write_rows: Callable[..., int] | None = None
+        self._whole_in_c = False  # set by bind
+        self._call: tuple[dict[str, Any] | None, Completion, list[Any]] | None = None  # _run_rows's
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
         # slice instead of one per env) are stepped that way when the slice has more than one.
@@ -230,6 +234,13 @@ class EnvRunner:
         self._obs_shape = codec.shape if isinstance(codec, ArrayCodec) else None
         self._stack_obs = self._obs_shape is not None and buffers.obs[:1].nbytes <= _STACK_OBS_BYTES
         self._write_rows = _write_rows if self._obs_shape is not None else None
+        # Whole-slice calls run in C (_run_rows) when every row is one plain array row.
+        self._whole_in_c = (
+            _step_rows is not None and _write_obs_rows is not None and self._obs_shape is not None
+            and self._step_many is None
+            and not buffers.spec.agents and buffers.reward.ndim == 1
+            and all(type(a) is np.ndarray for a in (buffers.obs, buffers.reward, buffers.ops))
+        )
         # Multi-agent envs (an agent axis in the buffers) take their own loop, chosen here
         # once: the single-agent loop pays nothing for them.
         self._run_ops = self._run
@@ -260,13 +271,28 @@ class EnvRunner:
         try:
             self._run_ops(env_ids, options, out)
         except Exception as err:
-            for i in env_ids:
-                out.errors.setdefault(int(i), EnvWorkerError(
-                    f"envhive could not record the result of this env's op: "
-                    f"{type(err).__name__}: {safe_str(err)}",
-                    env_id=int(i), worker_traceback=traceback.format_exc(),
-                    cause_type=type(err).__name__,
-                ))
+            self._failed(env_ids, out, err)
+
+    def run_whole(self, env_ids: list[int], options: dict[str, Any] | None, out: Completion) -> None:
+        """:meth:`run` of the whole slice: ``env_ids`` must be its ids in order, the same list
+        every call. Its common case (the C loop) skips the general loop's indexing."""
+        if not self._whole_in_c:
+            self.run(env_ids, options, out)
+            return
+        try:
+            self._run_rows(options, out)
+        except Exception as err:
+            self._failed(env_ids, out, err)
+
+    def _failed(self, env_ids: Sequence[int], out: Completion, err: Exception) -> None:
+        """``run``'s safety net: every env of the call not yet reported fails with ``err``."""
+        for i in env_ids:
+            out.errors.setdefault(int(i), EnvWorkerError(
+                f"envhive could not record the result of this env's op: "
+                f"{type(err).__name__}: {safe_str(err)}",
+                env_id=int(i), worker_traceback=traceback.format_exc(),
+                cause_type=type(err).__name__,
+            ))
 
     def _run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """:meth:`run` without its safety net."""
@@ -282,6 +308,10 @@ class EnvRunner:
             whole = self._index == slice(first - row0, first - row0 + len(self.envs))
             self._index_envs = self.envs if whole else [self.envs[i - first] for i in ids]
         index, envs, rows = self._index, self._index_envs, self._rows
+        if envs is self.envs and self._whole_in_c:
+            self._run_rows(options, out)
+            return
+        out.ended = None  # not counted here: the pool reads the flags
         ops = b.ops[index].tolist()
         read, actions = b.act_codec.read, b.actions
         act_array = type(b.act_codec) is ArrayCodec  # index the buffer directly, no codec call
@@ -289,9 +319,8 @@ class EnvRunner:
         rewards: list[Any] = []
         terms: list[Any] = []
         truncs: list[Any] = []
-        reward: Any
         got: Any
-        infos, final_infos, errors = out.infos, out.final_infos, out.errors
+        infos, errors = out.infos, out.errors
         # The C loop keys infos by the index it reads actions with (the buffer row): with
         # slice-local buffers it fills a scratch dict, re-keyed by env id below.
         row_infos = infos if not row0 else {}
@@ -305,7 +334,6 @@ class EnvRunner:
                 stepped = dict(zip(step_rows, results))
         fast = _step_slice if stepped is None else None
         kind, got = _NOT_CALLED, None
-        result: Any
         n, k = len(ids), 0
         while k < n:
             if fast is not None:
@@ -320,40 +348,13 @@ class EnvRunner:
             if stepped is not None and op != _RESET:
                 got = stepped[r]
                 kind = _RAISED if isinstance(got, BaseException) else _RETURNED
-            try:
-                if op == _RESET:
-                    obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
-                    reward, term, trunc = RESET_REWARD, False, False
-                else:
-                    if kind == _NOT_CALLED:
-                        result = env.step(actions[r] if act_array else read(actions, r))
-                    elif kind == _RAISED:
-                        raise got
-                    else:
-                        result = got
-                    obs, reward, term, trunc, info = step_tuple(result, "step", i)
-                    if type(term) is not bool or type(trunc) is not bool:
-                        term, trunc = self._flags(term, trunc, i)  # so that resets_in_op can read them
-                    if type(info) is not dict:
-                        check_info(info, "step", i)
-                    if op == _STEP_RESET and resets_in_op(op, term, trunc):
-                        self._write(b.final_obs, r, obs, "step", i)
-                        final_infos[i] = info
-                        obs, info = reset_pair(env.reset(), i)
-            except EnvWorkerError as err:
-                errors[i] = err
-                continue
-            except Exception as err:  # an env's bug must not take the pool down
-                errors[i] = env_error("reset" if op == _RESET else "step", err, i)
-                continue
-            finally:
-                got = None  # do not keep an env's result (or exception) alive
-            if info:
-                infos[i] = info
-            obs_list.append(obs)
-            rewards.append(reward)
-            terms.append(term)
-            truncs.append(trunc)
+            done = self._one(i, r, op, env, kind, got, options, out)
+            got = None  # do not keep an env's result (or exception) alive
+            if done is not None:
+                obs_list.append(done[0])
+                rewards.append(done[1])
+                terms.append(done[2])
+                truncs.append(done[3])
         if row_infos is not infos:
             for r, info in row_infos.items():
                 infos[r + row0] = info
@@ -378,6 +379,108 @@ class EnvRunner:
         if errors:
             done_ids = [i for i in done_ids if i not in errors]
         out.env_ids.extend(done_ids)
+
+    def _one(
+        self, i: int, r: int, op: int, env: gym.Env, kind: int, got: Any,
+        options: dict[str, Any] | None, out: Completion,
+    ) -> tuple[Any, Any, Any, Any] | None:
+        """Env ``i``'s op (buffer row ``r``) in Python: the definition the C loops follow.
+
+        ``kind`` and ``got`` say what a C loop already did for it (as ``step_slice`` reports:
+        ``env.step`` not called, returned ``got``, or raised ``got``). Returns ``(obs,
+        reward, terminated, truncated)`` to write, or ``None`` when the op failed: the env's
+        error is then in ``out.errors``. A non-empty info goes to ``out.infos`` (and, for a
+        STEP_RESET that ended the episode, the step's info to ``out.final_infos``).
+        """
+        b = self.buffers
+        assert b is not None
+        try:
+            if op == _RESET:
+                obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
+                reward, term, trunc = RESET_REWARD, False, False
+            else:
+                if kind == _NOT_CALLED:
+                    codec = b.act_codec
+                    act = b.actions[r] if type(codec) is ArrayCodec else codec.read(b.actions, r)
+                    result = env.step(act)
+                elif kind == _RAISED:
+                    raise got
+                else:
+                    result = got
+                obs, reward, term, trunc, info = step_tuple(result, "step", i)
+                if type(term) is not bool or type(trunc) is not bool:
+                    term, trunc = self._flags(term, trunc, i)  # so that resets_in_op can read them
+                if type(info) is not dict:
+                    check_info(info, "step", i)
+                if op == _STEP_RESET and resets_in_op(op, term, trunc):
+                    self._write(b.final_obs, r, obs, "step", i)
+                    out.final_infos[i] = info
+                    obs, info = reset_pair(env.reset(), i)
+        except EnvWorkerError as err:
+            out.errors[i] = err
+            return None
+        except Exception as err:  # an env's bug must not take the pool down
+            out.errors[i] = env_error("reset" if op == _RESET else "step", err, i)
+            return None
+        finally:
+            got = None  # do not keep an env's result (or exception) alive
+        if info:
+            out.infos[i] = info
+        return obs, reward, term, trunc
+
+    def _run_rows(self, options: dict[str, Any] | None, out: Completion) -> None:
+        """``_run`` for the whole slice in order, in C (``step_rows``): each env's reward and
+        flags are written as soon as it has stepped, and envs the C loop does not finish
+        (resets, episode ends under STEP_RESET, values it does not take as they are) go
+        through :meth:`_one` one at a time (:meth:`_finish_row`). The observations are written
+        after the loop, as ``_run`` writes them. Counts the envs that ended."""
+        b = self.buffers
+        assert b is not None and _step_rows is not None and _write_obs_rows is not None
+        first, start = not (out.env_ids or out.errors), len(out.env_ids)
+        codec, row0 = b.act_codec, self.first_id - self._row0
+        obs_list: list[Any] = []  # one entry per env (None: it has no observation)
+        self._call = (options, out, obs_list)
+        try:
+            ended = _step_rows(
+                self.envs, b.ops, b.actions, None if type(codec) is ArrayCodec else codec.read,
+                row0, self.first_id, obs_list, b.reward, b.terminated, b.truncated, out.infos,
+                out.env_ids, self._finish_row,
+            )
+        finally:
+            self._call = None
+        if not _write_obs_rows(row0, b.obs, obs_list, np.ndarray):
+            # Not all plain arrays of the row's shape and dtype: checked (and blamed) by numpy.
+            ks = [k for k, obs in enumerate(obs_list) if obs is not None]
+            ids, rows = [self.first_id + k for k in ks], [row0 + k for k in ks]
+            if ids:
+                self._write_obs(as_index(rows), ids, rows, [obs_list[k] for k in ks], out)
+        if out.errors:
+            mine = out.env_ids[start:]
+            kept = [i for i in mine if i not in out.errors]
+            if len(kept) != len(mine):
+                out.env_ids[start:] = kept
+        out.ended = ended if first and not out.errors else None
+
+    def _finish_row(self, k: int, kind: int, got: Any) -> int:
+        """``step_rows``'s callback for env ``k`` of the slice: its op through :meth:`_one`,
+        its reward and flags written as ``_write_batch`` writes one env's, its observation
+        appended for ``_run_rows`` to write. Returns 1 if its episode ended, 0 if not, -1 if it
+        failed (its error recorded)."""
+        b = self.buffers
+        assert b is not None and self._call is not None
+        options, out, obs_list = self._call
+        r, i = self.first_id - self._row0 + k, self.first_id + k
+        done = self._one(i, r, int(b.ops[r]), self.envs[k], kind, got, options, out)
+        got = None
+        if done is None:
+            obs_list.append(None)
+            return -1
+        obs, reward, term, trunc = done
+        obs_list.append(obs)  # written even if its reward or flags fail, as _run writes it
+        self._write_batch(slice(r, r + 1), [i], [r], [obs], [reward], [term], [trunc], out, False)
+        if i in out.errors:
+            return -1
+        return 1 if b.terminated[r] or b.truncated[r] else 0
 
     def _write_batch(
         self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], rewards: list[Any],

@@ -149,6 +149,42 @@ class ArrayCodec(Codec):
     def has_objects(self) -> bool:
         return False
 
+    def in_bounds(self, arr: np.ndarray) -> bool:
+        """Whether every value of ``arr`` (a batch of this space's shape and dtype kind) lies
+        in the space's bounds (a NaN does not): ``validate``'s check of values alone.
+
+        Examples:
+            >>> codec = ArrayCodec(spaces.Discrete(3), np.array(0), np.array(2))
+            >>> codec.in_bounds(np.array([0, 2])), codec.in_bounds(np.array([3]))
+            (True, False)
+        """
+        if self._scalar_bounds:
+            lo, hi = self._scalar_bounds
+            if arr.size <= 32:
+                # Small batches (the common per-call case): Python comparisons beat numpy's
+                # per-call overhead. Integers: their min and max; floats one by one, where a
+                # NaN fails both comparisons.
+                values = arr.ravel().tolist()
+                if arr.dtype.kind in "iu":
+                    return bool(values) and lo <= min(values) and max(values) <= hi
+                return all(lo <= v <= hi for v in values)
+            return bool(lo <= arr.min() and arr.max() <= hi)  # a NaN makes min/max NaN: False
+        bad = self._out_of_bounds(arr)
+        return bad is None or not np.count_nonzero(bad)
+
+    def _out_of_bounds(self, arr: np.ndarray) -> np.ndarray | None:
+        """The mask of values outside the bounds (NaN included); ``None``: nothing to check."""
+        # NaN fails every comparison, so it is caught as out of bounds.
+        if self._check_low and self._check_high:
+            return ~((arr >= self.low) & (arr <= self.high))
+        if self._check_low:
+            return ~(arr >= self.low)
+        if self._check_high:
+            return ~(arr <= self.high)
+        if arr.dtype.kind == "f":
+            return np.isnan(arr)
+        return None
+
     def validate(self, batch: Any, n: int) -> tuple[np.ndarray, str | None]:
         if type(batch) is np.ndarray:
             arr = batch
@@ -172,26 +208,10 @@ class ArrayCodec(Codec):
         if not ok:
             need = "bool" if self.boolean else "integer" if self.integer else "integer or floating"
             return arr, f"expected {need} dtype for {self.space}, got dtype {arr.dtype}"
-        if self._scalar_bounds:
-            lo, hi = self._scalar_bounds
-            if arr.size <= 32:
-                # Small batches (the common per-call case): Python comparisons beat numpy's
-                # per-call overhead. NaN fails both comparisons: reported as out of bounds.
-                if all(lo <= v <= hi for v in arr.ravel().tolist()):
-                    return arr, None
-            elif lo <= arr.min() and arr.max() <= hi:  # a NaN makes min/max NaN: fails
-                return arr, None
-            bad = ~((arr >= self.low) & (arr <= self.high))
-        elif self._check_low and self._check_high:
-            # NaN fails every comparison, so it is caught here as out of bounds.
-            bad = ~((arr >= self.low) & (arr <= self.high))
-        elif self._check_low:
-            bad = ~(arr >= self.low)
-        elif self._check_high:
-            bad = ~(arr <= self.high)
-        elif kind == "f":
-            bad = np.isnan(arr)
-        else:
+        if self._scalar_bounds and self.in_bounds(arr):
+            return arr, None
+        bad = self._out_of_bounds(arr)
+        if bad is None:
             return arr, None
         if np.count_nonzero(bad):
             k = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])

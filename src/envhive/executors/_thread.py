@@ -286,6 +286,8 @@ class ThreadExecutor(Executor):
         # returns one shared instance, checked across all slices) and the same cleanup.
         envs = build_envs(factories, first_id=0)
         self._runner = EnvRunner(envs, first_id=0)
+        self._all_ids = np.arange(len(envs))
+        self._slice_ids = list(range(len(envs)))  # run_all's, never changed (one slice)
         state = self._state
         for w, (lo, hi) in enumerate(self._map.bounds):  # 7 envs on 3 threads: 3 + 2 + 2
             state.slices.append(_Slice(w, lo, hi, EnvRunner(envs[lo:hi], first_id=lo)))
@@ -345,6 +347,20 @@ class ThreadExecutor(Executor):
             for sl in sleepers:
                 sl.asleep = False
                 sl.wake.release()
+
+    def run_all(self, options: dict[str, Any] | None = None) -> Completion:
+        """A sync call over every env (see ``Executor.run_all``). On one thread the caller
+        runs the slice itself, as ``recv`` would steal its share (nothing else is in flight
+        and only the caller sends, so its thread cannot take it meanwhile); on more, ``send``
+        and ``recv``."""
+        self._check_usable()
+        slices = self._state.slices
+        if len(slices) != 1:
+            self.send(self._all_ids, options)
+            return self.recv(len(self._all_ids))
+        out = Completion()
+        slices[0].runner.run_whole(self._slice_ids, options, out)
+        return out
 
     def recv(self, min_count: int) -> Completion:
         self._check_usable()
