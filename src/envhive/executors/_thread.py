@@ -78,6 +78,11 @@ _POLL_S = 0.25  # how often a blocked recv checks that the threads it waits on a
 #: close(): how long to wait for the threads, all together (as the process executor's close),
 #: when one is still inside an env call; its envs are then left open.
 _JOIN_TIMEOUT_S = 2.0
+# run_all: after this many sync calls in a row whose every share the caller ran itself, the
+# caller runs the next _INLINE_CALLS alone (doubling while the threads still start nothing,
+# up to _INLINE_CALLS_MAX), then tries the threads again.
+_STOLEN_STREAK = 8
+_INLINE_CALLS, _INLINE_CALLS_MAX = 64, 4096
 
 
 class _Slice:
@@ -276,6 +281,11 @@ class ThreadExecutor(Executor):
         self._closed = False
         self._runner: EnvRunner | None = None  # every env, for call/set_attr in the caller
         self._map = SliceMap(0, 1)
+        # run_all's choice between the threads and the caller alone (see run_all).
+        self._stolen = 0  # shares the caller ran itself, ever
+        self._streak = 0  # sync calls in a row whose every share the caller ran
+        self._inline_left = 0  # sync calls still to run in the caller alone
+        self._inline_calls = _INLINE_CALLS
 
     # ------------------------------------------------------------------ launch
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -287,7 +297,7 @@ class ThreadExecutor(Executor):
         envs = build_envs(factories, first_id=0)
         self._runner = EnvRunner(envs, first_id=0)
         self._all_ids = np.arange(len(envs))
-        self._slice_ids = list(range(len(envs)))  # run_all's, never changed (one slice)
+        self._all_ids.flags.writeable = False  # SliceMap.split then reuses its groups
         state = self._state
         for w, (lo, hi) in enumerate(self._map.bounds):  # 7 envs on 3 threads: 3 + 2 + 2
             state.slices.append(_Slice(w, lo, hi, EnvRunner(envs[lo:hi], first_id=lo)))
@@ -349,17 +359,38 @@ class ThreadExecutor(Executor):
                 sl.wake.release()
 
     def run_all(self, options: dict[str, Any] | None = None) -> Completion:
-        """A sync call over every env (see ``Executor.run_all``). On one thread the caller
-        runs the slice itself, as ``recv`` would steal its share (nothing else is in flight
-        and only the caller sends, so its thread cannot take it meanwhile); on more, ``send``
-        and ``recv``."""
+        """A sync call over every env (see ``Executor.run_all``).
+
+        ``send`` + ``recv``, unless the caller would run every share anyway: with one thread
+        (``recv`` steals its only share), or when the threads started none of the shares of
+        the last ``_STOLEN_STREAK`` calls, because the caller, running envs that hold the GIL,
+        took them all back before any thread got the GIL. Waking threads for nothing then only
+        costs (futex wake-ups and GIL hand-offs), so the caller runs every slice itself, in
+        slice order as ``recv`` would, for the next calls, and tries the threads again after
+        them (twice as many calls each time they still start nothing, up to
+        ``_INLINE_CALLS_MAX``). Nothing else is in flight and only the caller sends, so no
+        thread can take a share meanwhile; the results are the same either way.
+        """
         self._check_usable()
         slices = self._state.slices
-        if len(slices) != 1:
-            self.send(self._all_ids, options)
-            return self.recv(len(self._all_ids))
-        out = Completion()
-        slices[0].runner.run_whole(self._slice_ids, options, out)
+        if len(slices) == 1 or self._inline_left:
+            self._inline_left = max(0, self._inline_left - 1)
+            parts = []
+            for sl, (_, ids) in zip(slices, self._map.all_groups):
+                out = Completion()
+                sl.runner.run_whole(ids, options, out)
+                parts.append(out)
+            return _merge(parts)
+        stolen = self._stolen
+        self.send(self._all_ids, options)
+        out = self.recv(len(self._all_ids))
+        if self._stolen - stolen < len(slices):
+            self._streak, self._inline_calls = 0, _INLINE_CALLS
+        else:
+            self._streak += 1
+            if self._streak >= _STOLEN_STREAK:
+                self._streak, self._inline_left = 0, self._inline_calls
+                self._inline_calls = min(2 * self._inline_calls, _INLINE_CALLS_MAX)
         return out
 
     def recv(self, min_count: int) -> Completion:
@@ -409,6 +440,7 @@ class ThreadExecutor(Executor):
         self, sl: _Slice, ids: list[int], options: dict[str, Any] | None, epoch: int
     ) -> None:
         """Run a stolen share in the calling thread; record it like a thread would."""
+        self._stolen += 1
         out = Completion()
         try:
             sl.runner.run(ids, options, out)

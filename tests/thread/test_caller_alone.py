@@ -1,0 +1,63 @@
+"""The thread executor's sync calls run in the caller alone while the threads start nothing.
+
+When envs hold the GIL, the caller takes back every share of a sync call before a thread gets
+the GIL to start one; waking the threads then only costs. ``ThreadExecutor.run_all`` notices
+(every share stolen, ``_STOLEN_STREAK`` calls in a row) and runs the next calls in the caller,
+then tries the threads again. Envs that release the GIL (here: sleep) keep the threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+import envhive
+from envhive.executors import ThreadExecutor, _thread
+from envhive.testing import CountingEnv
+
+
+class BusyEnv(CountingEnv):
+    """Holds the GIL for ``busy`` seconds per step (pure Python), or sleeps (``sleep``)."""
+
+    def __init__(self, tag: int, busy: float = 0.0, sleep: float = 0.0) -> None:
+        super().__init__(pattern=[(10**6, "trunc")], tag=tag)
+        self.busy, self.sleep = busy, sleep
+
+    def step(self, action):
+        if self.sleep:
+            time.sleep(self.sleep)
+        end = time.perf_counter() + self.busy
+        while time.perf_counter() < end:
+            pass
+        return super().step(action)
+
+
+def _pool(**kw):
+    fns = [functools.partial(BusyEnv, i, **kw) for i in range(4)]
+    return envhive.make(fns, executor=ThreadExecutor(2), seed=0)
+
+
+def test_envs_that_hold_the_gil_run_in_the_caller_alone(monkeypatch):
+    with _pool(busy=2e-4) as env:
+        ex = env.pool.executor
+        sends = []
+        send = ex.send
+        monkeypatch.setattr(ex, "send", lambda *a: sends.append(1) or send(*a))
+        env.reset()
+        for t in range(1, 60):
+            obs = env.step(np.zeros(4, np.int64))[0]
+            assert obs[:, 2].tolist() == [t] * 4  # every env stepped, whoever ran it
+        assert ex._inline_calls > _thread._INLINE_CALLS  # it chose the caller alone ...
+        assert len(sends) < 30  # ... and sent nothing while it did
+
+
+def test_envs_that_release_the_gil_keep_the_threads():
+    with _pool(sleep=2e-3) as env:
+        ex = env.pool.executor
+        env.reset()
+        for _ in range(40):
+            env.step(np.zeros(4, np.int64))
+        assert ex._inline_left == 0 and ex._inline_calls == _thread._INLINE_CALLS
+        assert ex._stolen < 60  # the caller ran about one share per call, the threads the rest
