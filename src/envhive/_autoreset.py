@@ -60,8 +60,8 @@ def parse_autoreset(mode: Any) -> AutoresetMode:
 
 _STEP = np.int8(Op.STEP)
 _RESET = np.int8(Op.RESET)
-# Enum attribute access is slow on Python 3.11 (about 70 ns each); planning runs on every
-# step, so it compares against module-level aliases of the members.
+# Enum attribute access is slow on Python 3.11 (a descriptor lookup each time); planning runs
+# on every step, so it compares against module-level aliases of the members.
 _STEP_INT, _STEP_RESET_INT = int(Op.STEP), int(Op.STEP_RESET)
 _SAME_STEP, _NEXT_STEP = AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP
 

@@ -1,9 +1,9 @@
 /* envhive._runloop: the fast path of EnvRunner.run, in C.
  *
  * EnvRunner.run steps a slice of envs and gathers their results in lists. For a simple env
- * (CartPole) the Python bytecode around each env.step call costs ~0.7 us, about an eighth of
- * the step itself. This module runs the common case of that loop in C and hands every other
- * case back to Python, which keeps the one definition of what each op means:
+ * (CartPole) the Python bytecode around each env.step call is a sizeable share of the step
+ * itself (docs/benchmarks.md). This module runs the common case of that loop in C and hands
+ * every other case back to Python, which keeps the one definition of what each op means:
  *
  *     step_slice(envs, ops, ids, actions, read, start,
  *                obs_list, rewards, terms, truncs, infos) -> (k, kind, got)

@@ -46,7 +46,7 @@ __all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "probe", "deci
 PROBE_SECONDS = 0.1
 PROBE_STEPS = 32
 #: Envs whose step costs less than this stay serial without the thread test: no executor
-#: recovers its hand-off costs on them (benchmarks.md: CartPole on threads runs at ~0.8x).
+#: recovers its hand-off costs on them (docs/benchmarks.md).
 CHEAP_STEP_S = 30e-6
 
 

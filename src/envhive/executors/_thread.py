@@ -339,7 +339,7 @@ class ThreadExecutor(Executor):
         # thread is not woken here but by the first other thread that starts its job (or by
         # recv). In a sync call the caller takes that share back before any thread even holds
         # the GIL, so its thread, woken for nothing, would only contend for the GIL with the
-        # threads doing work (about 10 % of an Ant-v5 step at 8 envs on 2 threads). In async
+        # threads doing work (docs/executors.md, "thread"). In async
         # use the share starts one GIL hand-off later. Only sleeping threads count: a busy one
         # might take long to finish its current job, so it must not be relied on to wake it.
         with state.mu:

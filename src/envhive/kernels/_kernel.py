@@ -49,9 +49,9 @@ STOCK = 32
 #: then one compiled call for every env that ran out, and a deep stock would only cost memory
 #: (1 KB per CartPole env at 32) and the time to touch it.
 _LARGE_POOL, _LARGE_POOL_STOCK = 2**16, 8
-#: One env's ``numpy.random.Generator`` (~860 B with tracemalloc, numpy 2.4: gymnasium's
-#: per-env generator, kept for exact seeding) and its Python records; with the arrays, a
-#: seeded CartPole pool measured ~2.15 KB per env of resident memory after its first step.
+#: An estimate of one env's ``numpy.random.Generator`` (gymnasium's per-env generator, kept
+#: for exact seeding) and its Python records, for the memory check before a pool is built
+#: (measured with tracemalloc and a pool's resident memory, as docs/benchmarks.md says).
 _GENERATOR_BYTES = 1050
 
 Driver = Callable[..., tuple[int, int, int]]

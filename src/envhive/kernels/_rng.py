@@ -1,8 +1,8 @@
 """gymnasium's per-env generators for a whole batch at once, compiled, bit for bit.
 
 A kernel env draws its reset noise from its own ``numpy.random.Generator``, made as gymnasium
-makes it: ``Generator(PCG64(SeedSequence(seed)))``. Made in Python, one costs ~10 us and
-~900 B, so seeding a pool of 10**6 envs took ~25 s of its first reset. Here the same three
+makes it: ``Generator(PCG64(SeedSequence(seed)))``. Made in Python, one per env, they made
+the first reset of a pool of millions of envs take seconds (docs/benchmarks.md). Here the same three
 steps run compiled over every env of a reset: numpy's ``SeedSequence`` (hash mixing of the
 seed's 32-bit words into a pool of four, then ``generate_state(4, uint64)``), ``PCG64``'s
 seeding (``pcg_setseq_128_srandom_r``: a 128-bit LCG, multiplier
