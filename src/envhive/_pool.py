@@ -68,6 +68,7 @@ from envhive.errors import (
     ResetNeededError,
     WorkerDiedError,
 )
+from envhive.executors._auto import ExecutorName
 from envhive.executors._protocol import Executor
 
 __all__ = ["Pool", "normalize_seeds"]
@@ -226,6 +227,18 @@ class Pool(Waits):
             self._act_chars = "?" if codec.boolean else ints if codec.integer else ints + floats
         self._no_actions = np.empty(0)  # stands for a batch numpy cannot make an array of
         self.closed = False
+
+    # ------------------------------------------------------------------ description
+    def describe(self) -> str:
+        """What runs the envs, for the front ends' ``repr``: the executor's description,
+        e.g. ``'thread, 2 threads'``."""
+        return self.executor.describe()
+
+    @property
+    def executor_name(self) -> ExecutorName:
+        """The executor's name (e.g. ``"serial"``), with ``executor="auto"``'s reason and
+        measured figures when it was chosen by auto."""
+        return ExecutorName.of(self.executor)
 
     # ------------------------------------------------------------------ checks
     def _check_open(self) -> None:

@@ -197,4 +197,4 @@ class DmEnv:
         self.close()
 
     def __repr__(self) -> str:
-        return f"envhive.DmEnv({self._name!r}, num_envs={self.num_envs}, executor={self._pool.executor.describe()!r})"
+        return f"envhive.DmEnv({self._name!r}, num_envs={self.num_envs}, executor={self._pool.describe()!r})"

@@ -211,5 +211,14 @@ class FlatAgents:
         else:
             self.pool.set_attr(name, values, sorted({r // k for r in rows}))
 
+    def describe(self) -> str:
+        """The wrapped pool's :meth:`~envhive._pool.Pool.describe`."""
+        return str(self.pool.describe())
+
+    @property
+    def executor_name(self) -> Any:
+        """The wrapped pool's ``executor_name``."""
+        return self.pool.executor_name
+
     def close(self) -> None:
         self.pool.close()

@@ -41,7 +41,6 @@ from envhive.errors import (
     SpaceMismatchError,
     WaitTimeoutError,
 )
-from envhive.executors._auto import ExecutorName
 from envhive.frontends._flat import check_agent_axis
 from envhive.frontends._torch import TorchArrays, torch_device
 
@@ -477,7 +476,7 @@ class VectorEnv(GymVectorEnv):
     def executor(self) -> str:
         """The executor's name, e.g. ``"serial"``; when ``executor="auto"`` chose it, its
         ``why`` says why, with the measured figures (``None`` otherwise)."""
-        return ExecutorName.of(self._pool.executor)
+        return self._pool.executor_name
 
     @property
     def env_steps(self) -> int:
@@ -502,8 +501,8 @@ class VectorEnv(GymVectorEnv):
 
 
     def __repr__(self) -> str:
-        how = self._pool.executor.describe() + (" (auto)" if self._chosen_by_auto else "")
-        choice = self._pool.executor.auto
+        how = self._pool.describe() + (" (auto)" if self._chosen_by_auto else "")
+        choice = self._pool.executor_name.choice
         # When auto measured the env, the figures behind its choice.
         why = f", why={choice.reason!r}" if self._chosen_by_auto and choice and choice.costs else ""
         mode = _MODE_NAMES[self._pool.autoreset]

@@ -474,4 +474,4 @@ class SB3VecEnv(VecEnv):
 
     def __repr__(self) -> str:
         return (f"envhive.SB3VecEnv({self._name!r}, num_envs={self.num_envs}, "
-                f"executor={self.pool.executor.describe()!r})")
+                f"executor={self.pool.describe()!r})")

@@ -302,4 +302,4 @@ class TorchRLEnv(EnvBase):
 
     def __repr__(self) -> str:
         return (f"envhive.TorchRLEnv({self._name!r}, num_envs={self.pool.num_envs}, "
-                f"executor={self.pool.executor.describe()!r}, device={self.device})")
+                f"executor={self.pool.describe()!r}, device={self.device})")
