@@ -10,7 +10,6 @@ import numpy as np
 
 from envhive._arguments import check_observation_mode
 from envhive._autoreset import parse_autoreset
-from envhive._extras import require
 from envhive._memory import check_fits
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
@@ -21,6 +20,7 @@ from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._flat import FlatAgents
 from envhive.frontends._gymnasium import VectorEnv
+from envhive.frontends._registry import Wanted, front_end
 from envhive.frontends._torch import torch_device
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["make"]
 
-_APIS = ("gymnasium", "dm_env", "torchrl", "sb3", "pettingzoo", "pool")
 #: How a multi-agent pool's agent axis reaches a single-agent front end.
 _AGENT_LAYOUTS = (None, "flat")
 
@@ -348,66 +347,13 @@ def make(
         [[1.0, 1.0], [5.0, 5.0]]
         >>> env.close()
     """
-    if api not in _APIS:
-        raise ConfigError(f"api: expected one of {sorted(_APIS)}, got {api!r}")
+    front = front_end(api)
     if agent_layout not in _AGENT_LAYOUTS:
         raise ConfigError(f"agent_layout: expected None or 'flat', got {agent_layout!r}")
-    if api == "pettingzoo":
-        if autoreset is not None or agent_layout is not None or device is not None:
-            raise ConfigError(
-                "api='pettingzoo': a ParallelEnv's agents never come back once done, so the "
-                "pool runs with autoreset disabled, numpy arrays and its own agent layout; "
-                "leave autoreset, device and agent_layout unset"
-            )
-        autoreset = "disabled"
     check_observation_mode(observation_mode)
-    if api != "gymnasium" and observation_mode != "same":
-        raise ConfigError(
-            f"observation_mode: only api='gymnasium' batches observation spaces that differ "
-            f"between envs (its observation_space); api={api!r} describes one env's space, so "
-            f"leave observation_mode='same', got {observation_mode!r}"
-        )
+    autoreset, device = front.settle(autoreset, copy, device, agent_layout, observation_mode)
     if device is not None:
-        if api == "dm_env":
-            raise ConfigError("device: dm_env time steps hold numpy arrays; use api='gymnasium' for tensors")
-        if api == "sb3":
-            raise ConfigError(
-                "device: SB3 VecEnvs hand out numpy arrays (SB3 moves them to its policy's "
-                "device itself); leave device unset"
-            )
         device = torch_device(device)
-    if api == "torchrl":
-        # TorchRL's data contract (terminal obs under "next", reset obs at the root, one
-        # reset per ended episode) is met by the front end itself, on a same_step pool.
-        if autoreset is not None:
-            raise ConfigError(
-                "autoreset: the TorchRL front end manages resets itself (no transition "
-                f"crosses an episode boundary); leave autoreset unset, got {autoreset!r}"
-            )
-        if not copy:
-            raise ConfigError("copy=False: TorchRL rollouts keep every step's tensors; leave copy=True")
-        require("torchrl", "torchrl", "api='torchrl'")  # before anything is built
-        require("tensordict", "torchrl", "api='torchrl'")
-        from envhive.frontends._torchrl import TorchRLEnv
-
-        autoreset = "same_step"
-        if device is None:
-            device = torch_device("cpu")
-    if api == "sb3":
-        # SB3's step contract (reset obs returned, terminal obs in info["terminal_observation"])
-        # is same_step's, laid out by the front end.
-        if autoreset is not None:
-            raise ConfigError(
-                "autoreset: the SB3 front end resets ended envs itself, in the same step (the "
-                "reset observation is returned, the terminal one is in "
-                f"info['terminal_observation']); leave autoreset unset, got {autoreset!r}"
-            )
-        if not copy:
-            raise ConfigError("copy=False: SB3 algorithms keep observations across steps; leave copy=True")
-        require("stable_baselines3", "sb3", "api='sb3'")  # before anything is built
-        from envhive.frontends._sb3 import SB3VecEnv
-
-        autoreset = "same_step"
     mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     # Refused before anything per env is made (the factories list first of all).
@@ -429,39 +375,6 @@ def make(
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool: Any = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
                 device=device, observation_mode=observation_mode)
-    if api == "pool":  # no front end: the pool's neutral Batch, in any layout (Batch.agents)
-        return pool
-    if api == "pettingzoo":
-        from envhive.frontends._pettingzoo import PettingZooEnv
-
-        return _built(lambda: PettingZooEnv(pool, name=name), pool)
     if agent_layout == "flat":
         pool = _built(lambda: FlatAgents(pool), pool)
-    if api == "dm_env":
-        from envhive.frontends._dm_env import DmEnv
-
-        return _built(lambda: DmEnv(pool, name=name), pool)
-    if api == "torchrl":
-        try:
-            return TorchRLEnv(pool, device=device, name=name)
-        except BaseException:
-            pool.close()
-            raise
-    if api == "sb3":
-        try:
-            venv = SB3VecEnv(pool, name=name)
-        except BaseException:
-            pool.close()
-            raise
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            venv.action_space.seed(int(seed))
-        return venv
-    try:
-        vec = VectorEnv(pool, name=name, chosen_by_auto=auto, device=device,
-                        observation_mode=observation_mode)
-    except BaseException:
-        pool.close()
-        raise
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        vec.action_space.seed(int(seed))
-    return vec
+    return front.wrap(pool, Wanted(name, device, seed, auto, observation_mode, agent_layout))
