@@ -76,6 +76,26 @@ def test_close_stops_the_workers_and_frees_shared_memory():
     env.close()  # idempotent
 
 
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_views(mode):
+    """The pool's result arrays are the shared block's (no copy per step); a close while the
+    user still holds views of them (copy=False) unlinks the segment, and the views stay
+    readable."""
+    env = envhive.make(ID, num_envs=2, seed=0, executor="native", autoreset=mode, copy=False)
+    engine, b = engine_of(env), env._pool.buffers
+    shared = ["obs", "reward", "terminated", "truncated"] + (["final_obs"] if mode == "same_step" else [])
+    assert sorted(engine._shared) == sorted(shared)
+    assert all(getattr(b, name) is engine._v[name] for name in shared)
+    assert b.actions is not engine._v["actions"] and b.has_seed is not engine._v["has_seed"]
+    env.reset()
+    obs = env.step(np.zeros(2, np.int64))[0]  # a view (copy=False)
+    want = obs.copy()
+    name = engine._shm.name
+    env.close()
+    assert not os.path.exists(f"/dev/shm/{name}")
+    np.testing.assert_array_equal(obs, want)
+
+
 def test_a_dead_worker_raises_in_async_recv_too():
     env = envhive.make(ID, num_envs=4, seed=0, executor="native", batch_size=2)
     env.async_reset()

@@ -83,6 +83,7 @@ from envhive.executors._atari_worker import (
 )
 from envhive.executors._atari_worker import layout as worker_layout
 from envhive.executors._process import default_start_method
+from envhive.executors._shm import map_segment
 from envhive.executors._spawn import main_hidden, usable_cpus
 from envhive.executors._worker import SpinPolicy
 
@@ -95,6 +96,11 @@ __all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
 _NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
+
+
+#: The shared block's result arrays the pool's buffers may be (``AtariEngine.allocate``), in
+#: the order ``Buffers.allocate`` asks for them.
+_SHARED = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
 def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.ndarray]) -> None:
@@ -113,9 +119,12 @@ def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.
             p.join(1.0)
     arrays.clear()
     try:
+        shm.unlink()  # first: the pool's buffers (views of the block) may outlive the engine
+    except FileNotFoundError:  # pragma: no cover
+        pass
+    try:
         shm.close()
-        shm.unlink()
-    except (FileNotFoundError, BufferError):  # pragma: no cover
+    except BufferError:  # views still held (the pool's buffers): unmapped once they are freed
         pass
 
 
@@ -167,6 +176,8 @@ class AtariEngine(BatchedOps):
         self._ring_consumed = [0] * workers  # ring slots of collected (or dropped) commands
         self._async_errors: dict[int, EnvWorkerError] = {}
         self._round_errors: dict[int, EnvWorkerError] = {}
+        self._shared: dict[str, np.ndarray] = {}  # the pool's buffers that are ours (allocate)
+        self._next_shared = 0
         if workers == 1:
             # Inline: the games in this process, the same code on plain arrays.
             self._inline = [probe] + [AtariEnv(**kwargs) for _ in range(n - 1)]
@@ -176,7 +187,10 @@ class AtariEngine(BatchedOps):
             return
         probe.close()
         self._shm = shared_memory.SharedMemory(create=True, size=size(fields))
-        self._v = v = views(self._shm.buf, fields)
+        # The arrays map the block themselves (a mapping only they hold): the pool's buffers
+        # are some of them (allocate) and may outlive the engine, whose close unmaps the
+        # SharedMemory's own mapping; this one goes when the last array does.
+        self._v = v = views(map_segment(self._shm.name), fields)
         v["ops"][:] = IDLE
         v["want"][0] = _NO_WANT
         ctx: Any = mp.get_context(default_start_method())
@@ -278,9 +292,36 @@ class AtariEngine(BatchedOps):
             if v:  # empty once closed (a dead worker closes the engine before raising)
                 v["ops"][rows] = IDLE
 
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A buffer of the pool (``Executor.allocate``): the results the workers write
+        (observations, final observations, rewards, flags) are handed out as the arrays of the
+        shared block itself, so the workers write the pool's rows directly (no copy per step,
+        no second copy of every frame). ``Buffers.allocate`` asks in a fixed order (obs,
+        final_obs, actions, reward, terminated, truncated, ...): each request takes the next
+        of these fields it matches exactly, anything else a plain array. ``bind`` checks
+        that each one landed where it was meant to."""
+        want = (tuple(shape), np.dtype(dtype))
+        v = self._v
+        for k in range(self._next_shared, len(_SHARED)):
+            name = _SHARED[k]
+            if (v[name].shape, v[name].dtype) == want:
+                self._next_shared = k + 1
+                self._shared[name] = v[name]
+                return v[name]
+        return np.zeros(shape, dtype=dtype)
+
     def bind(self, buffers: Buffers) -> None:
         """Attach the pool's buffers (once)."""
+        for name, arr in self._shared.items():
+            if getattr(buffers, name) is not arr:  # Buffers.allocate's order changed
+                raise EnvhiveError(f"Atari engine: the shared {name!r} array is not the pool's {name}")
         self._bind_ops(buffers)
+
+    def _out(self, name: str, rows: Any, src_rows: Any = None) -> None:
+        """Copy result field ``name`` of ``rows`` from the shared block into the pool's
+        buffer, unless the pool's buffer is the shared block's array."""
+        if name not in self._shared:
+            getattr(self._ob, name)[rows] = self._v[name][rows if src_rows is None else src_rows]
 
     # -- async: queued commands ---------------------------------------------------------
     def start(self, ids: np.ndarray, options: dict[str, Any] | None) -> None:
@@ -331,30 +372,35 @@ class AtariEngine(BatchedOps):
             return out
         count = len(out.env_ids) + len(out.errors)
         v = self._v
+        taken: list[np.ndarray] = []  # applied once, at the end: one set of copies per call
         try:
             while True:
-                count += self._harvest(out)
+                count += self._harvest(taken)
                 if count >= min_count or not any(self._inflight):
-                    return out
+                    break
                 # Ask for one post when enough envs are done (not one per env), then look
                 # again: an env may have finished before the workers could read the request.
                 v["want"][0] = int(v["q_head"].sum()) + min_count - count
-                count += self._harvest(out)
+                count += self._harvest(taken)
                 if count >= min_count or not any(self._inflight):
-                    return out
+                    break
                 self._take(self._async_done, once=True)
         finally:
             if v:  # nobody waits now: no posts until the next request (or a worker idles)
                 v["want"][0] = _NO_WANT
+        if taken:
+            self._apply(taken[0] if len(taken) == 1 else np.concatenate(taken), out)
+        return out
 
-    def _harvest(self, out: Completion) -> int:
-        """Apply every finished env to the buffers and ``out``; how many it reported.
+    def _harvest(self, taken: list[np.ndarray]) -> int:
+        """Take every finished env (their ids appended to ``taken``, for :meth:`_apply`);
+        how many it took.
 
         A worker publishes how far it got in its ring (``q_head``) after each env, so the
         finished part of a command is taken and the rest stays booked. Cut short between
         taking envs and applying them, their results are lost, and the pool's
         :meth:`discard` gives up on them."""
-        v, got = self._v, 0
+        v, got, into = self._v, 0, taken
         current = int(v["epoch"][0])
         heads = v["q_head"]
         for w, flight in enumerate(self._inflight):
@@ -367,32 +413,31 @@ class AtariEngine(BatchedOps):
                 end, epoch, ids = flight[0]
                 if end <= head:
                     flight.popleft()
-                    taken = ids
+                    part = ids
                 else:  # partly done: keep the rest booked
-                    taken = ids[: ids.size - (end - head)]
-                    flight[0] = (end, epoch, ids[taken.size:])
+                    part = ids[: ids.size - (end - head)]
+                    flight[0] = (end, epoch, ids[part.size:])
                 self._ring_consumed[w] = min(end, head)
                 if epoch == current:
-                    got += self._apply(taken, out)
+                    into.append(part)
+                    got += part.size
         return got
 
     def _apply(self, ids: np.ndarray, out: Completion) -> int:
         """One finished command's results into the pool's buffers and ``out``."""
-        b, v = self._ob, self._v
+        v = self._v
         failed = v["failed"][ids]
         if failed.any():
             for i in ids[failed].tolist():
                 lost = EnvWorkerError("the env raised (its error message was lost)", env_id=i)
                 out.errors[i] = self._async_errors.pop(i, lost)
             ids = ids[~failed]
-        b.obs[ids] = v["obs"][ids]
-        b.reward[ids] = v["reward"][ids]
-        b.terminated[ids] = v["terminated"][ids]
-        b.truncated[ids] = v["truncated"][ids]
+        for name in ("obs", "reward", "terminated", "truncated"):
+            self._out(name, ids)
         ops = v["a_ops"][ids]
         again = v["reset_after"][ids]
         if again.any():
-            b.final_obs[ids[again]] = v["final_obs"][ids[again]]  # type: ignore[index]
+            self._out("final_obs", ids[again])
         step = [v["step_" + k][ids] for k, _ in INFO_KEYS]
         reset = [v["info_" + k][ids] for k, _ in INFO_KEYS]
         keys = [k for k, _ in INFO_KEYS]
@@ -434,15 +479,13 @@ class AtariEngine(BatchedOps):
         raised = self._round(ids, STEP)
         if raised:  # a step that raises leaves its env unusable: the call fails, as EnvRunner's
             raise next(iter(raised.values()))
-        b.obs[rows] = v["obs"][rows]
-        b.reward[rows] = v["reward"][rows]
-        b.terminated[rows] = v["terminated"][rows]
-        b.truncated[rows] = v["truncated"][rows]
+        for name in ("obs", "reward", "terminated", "truncated"):
+            self._out(name, rows)
         return int(np.count_nonzero(b.terminated[rows] | b.truncated[rows]))
 
     def _reset_rows(self, ids: np.ndarray, seeds: Sequence[int | None],
                     out: Completion | None) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
-        b, v = self._ob, self._v
+        v = self._v
         has = np.array([s is not None for s in seeds], np.bool_)
         v["has_seed"][ids] = has
         if has.any():
@@ -453,7 +496,7 @@ class AtariEngine(BatchedOps):
                 raise next(iter(raised.values()))
             out.errors.update(raised)
             ids = ids[~v["failed"][ids]]
-        b.obs[ids] = v["obs"][ids]
+        self._out("obs", ids)
         return ids, {i: self._info("info_", i) for i in ids.tolist()}
 
     def _step_info_rows(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:

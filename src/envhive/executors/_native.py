@@ -105,6 +105,14 @@ class NativeExecutor(RunsInSend):
         self.resident_device = engine.device
         return [engine.props] * len(factories)
 
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A buffer of the pool: the engine's own array when it offers one (an engine whose
+        workers then write the pool's rows directly), else a plain one."""
+        engine_allocate = getattr(self._engine, "allocate", None)
+        if engine_allocate is not None:
+            return engine_allocate(shape, dtype)  # type: ignore[no-any-return]
+        return np.zeros(shape, dtype=dtype)
+
     def _live(self) -> Engine:
         engine = self._engine
         if engine is None:

@@ -37,7 +37,7 @@ import numpy as np
 from envhive.errors import ResourceError
 from envhive.executors._spawn import resource_error
 
-__all__ = ["ArraySpec", "SharedArena", "attach_arrays", "shm_prefix", "release_semaphore"]
+__all__ = ["ArraySpec", "SharedArena", "attach_arrays", "map_segment", "shm_prefix", "release_semaphore"]
 
 
 def shm_prefix() -> str:
@@ -131,18 +131,20 @@ def _shm_open(name: str) -> int:
         return os.open(f"/dev/shm/{name.lstrip('/')}", os.O_RDWR)
 
 
+def map_segment(name: str) -> mmap.mmap:
+    """A new mapping of the existing segment ``name``, not registered with a resource
+    tracker. Arrays over it keep it alive (their ``base``); nothing else unmaps it."""
+    fd = _shm_open(name)
+    try:
+        return mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
 def attach_arrays(specs: list[ArraySpec]) -> list[np.ndarray]:
     """Map existing segments (worker side) without registering them with a resource tracker."""
-    arrays = []
-    for spec in specs:
-        fd = _shm_open(spec.name)
-        try:
-            size = os.fstat(fd).st_size
-            mapping = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-        arrays.append(np.ndarray(spec.shape, dtype=np.dtype(spec.dtype), buffer=mapping))
-    return arrays
+    return [np.ndarray(spec.shape, dtype=np.dtype(spec.dtype), buffer=map_segment(spec.name))
+            for spec in specs]
 
 
 def release_semaphore(sem: Any) -> None:
