@@ -584,13 +584,19 @@ class Pool(Waits):
                         raise ActionError(
                             f"invalid actions (outside {self.action_space}); nothing was stepped"
                         )
-                    if self._finish_ops(self._every, self.num_envs, resets, done):
+                    if done == 0 and not resets and not self._any_ended:
+                        self.env_steps += self.num_envs  # _finish_ops' common step, inline
+                    elif self._finish_ops(self._every, self.num_envs, resets, done):
                         self._refresh_blocked()
                     op = None if resets else self._plain_ops
                     if step_infos is None and not reset_infos:
                         # No infos at all (kernels): only same_step's rows that ended.
                         if done and not self._keeps_ended:
                             return self._all_rows({}, {}, b.terminated | b.truncated, op)
+                        if op is not None and self.copy:  # _all_rows' common case, inline
+                            obs, reward, term, trunc, _, agents = self._rows(False)
+                            return _new_batch(Batch, (self._all, obs, reward, term, trunc, op,
+                                                      None, None, {}, {}, agents))
                         return self._all_rows({}, {}, None, op)
                     return self._inline_rows(step_infos, reset_infos, resets, done, op)
             if self._fused and type(actions) is np.ndarray and not (
