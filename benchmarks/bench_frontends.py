@@ -21,7 +21,6 @@ import functools
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 import envhive
 from envhive._bench import run_interleaved, write_results
@@ -98,5 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    np.set_printoptions(precision=3)
     main()
