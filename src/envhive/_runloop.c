@@ -244,6 +244,21 @@ write_scalars(Py_ssize_t start, Py_buffer *reward, PyObject *rewards, Py_buffer 
     return 0;
 }
 
+/* Copy the observations of ``obs_list`` into rows start, start+1, ... of ``buf`` (write_rows's
+ * stage 1); 1 if all were copied, 0 if Python must write them. */
+static int
+copy_obs(Py_ssize_t start, PyObject *buf, PyObject *obs_list, PyObject *ndarray)
+{
+    Py_ssize_t n = PyList_GET_SIZE(obs_list);
+    int ok = 0;
+    Py_buffer obs;
+    if (n > 0 && start >= 0 && get_rows(buf, &obs, start + n, NULL) == 0) {
+        ok = write_obs(start, &obs, obs_list, (PyTypeObject *)ndarray) == 0;
+        PyBuffer_Release(&obs);
+    }
+    return ok;
+}
+
 static PyObject *
 write_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -264,13 +279,8 @@ write_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     if (n == 0 || start < 0 || PyList_GET_SIZE(rewards) != n || PyList_GET_SIZE(terms) != n
         || PyList_GET_SIZE(truncs) != n)
         return PyLong_FromLong(0);
-    long stages = 0;
-    Py_buffer obs, reward, term, trunc;
-    if (get_rows(args[1], &obs, start + n, NULL) == 0) {
-        if (write_obs(start, &obs, obs_list, (PyTypeObject *)args[9]) == 0)
-            stages = 1;
-        PyBuffer_Release(&obs);
-    }
+    long stages = copy_obs(start, args[1], obs_list, args[9]);
+    Py_buffer reward, term, trunc;
     if (stages == 1 && get_rows(args[3], &reward, start + n, "d") == 0) {
         if (get_rows(args[5], &term, start + n, "?") == 0) {
             if (get_rows(args[7], &trunc, start + n, "?") == 0) {
@@ -519,19 +529,11 @@ write_obs_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     Py_ssize_t start = PyLong_AsSsize_t(args[0]);
     if (start == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *obs_list = args[2];
-    if (!PyType_Check(args[3]) || !PyList_CheckExact(obs_list)) {
+    if (!PyType_Check(args[3]) || !PyList_CheckExact(args[2])) {
         PyErr_SetString(PyExc_TypeError, "write_obs_rows(): expected a list and a type");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(obs_list);
-    int ok = 0;
-    Py_buffer obs;
-    if (n > 0 && start >= 0 && get_rows(args[1], &obs, start + n, NULL) == 0) {
-        ok = write_obs(start, &obs, obs_list, (PyTypeObject *)args[3]) == 0;
-        PyBuffer_Release(&obs);
-    }
-    return PyBool_FromLong(ok);
+    return PyBool_FromLong(copy_obs(start, args[1], args[2], args[3]));
 }
 
 static PyMethodDef methods[] = {
