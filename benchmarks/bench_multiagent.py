@@ -12,7 +12,9 @@ medians reported; steps/s count env steps (one step of every agent of one env):
   ``--pz rps`` for rock-paper-scissors, where per-call overhead is all there is) x ``--envs``:
   SuperSuit's ``concat_vec_envs_v1(pettingzoo_env_to_vec_env_v1(env))`` serial and on
   ``--workers`` processes vs envhive's flattened view (``agent_layout="flat"``, the same
-  layout: one row per agent) on the serial and process executors.
+  layout: one row per agent) on the serial and process executors, and, when ``pufferlib``
+  imports, PufferLib's ``PettingZooPufferEnv`` under ``pufferlib.vector.make`` with its
+  ``Serial`` and ``Multiprocessing`` (``--workers`` workers, one synchronous batch) backends.
 
     python benchmarks/bench_multiagent.py --json benchmarks/results/multiagent.json
 """
@@ -94,6 +96,19 @@ def pettingzoo_runners(name: str, n: int, workers: int) -> dict[str, Runner]:
             return env.step, batch_space(env.action_space, env.num_envs), env.close
         return build
 
+    def puffer(backend: str) -> Runner:
+        def build() -> tuple:
+            import pufferlib.vector
+
+            kw: dict[str, Any] = {}
+            if backend == "Multiprocessing":
+                kw = {"num_workers": workers, "batch_size": n}
+            env = pufferlib.vector.make(_PufferFactory(factory), num_envs=n,
+                                        backend=getattr(pufferlib.vector, backend), **kw)
+            env.reset(seed=0)
+            return env.step, env.action_space, env.close
+        return build
+
     def flat(executor: str, **kw: Any) -> Runner:
         def build() -> tuple:
             env = envhive.make(factory, n, executor=executor, seed=0, copy=False, agent_layout="flat", **kw)
@@ -101,12 +116,39 @@ def pettingzoo_runners(name: str, n: int, workers: int) -> dict[str, Runner]:
             return env.step, env.action_space, env.close
         return build
 
-    return {
+    runners = {
         "SuperSuit concat_vec_envs (serial)": supersuit(0),
         f"SuperSuit concat_vec_envs ({workers} procs)": supersuit(workers),
-        "envhive flat serial": flat("serial"),
-        f"envhive flat process ({workers})": flat("process", num_workers=workers),
     }
+    if _has_pufferlib():
+        runners["PufferLib Serial"] = puffer("Serial")
+        runners[f"PufferLib Multiprocessing ({workers})"] = puffer("Multiprocessing")
+    runners["envhive flat serial"] = flat("serial")
+    runners[f"envhive flat process ({workers})"] = flat("process", num_workers=workers)
+    return runners
+
+
+class _PufferFactory:
+    """PufferLib's wrapper of one PettingZoo env, built where called (picklable for its workers)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import pufferlib.emulation
+
+        return pufferlib.emulation.PettingZooPufferEnv(env=self.factory())
+
+
+def _has_pufferlib() -> bool:
+    """Whether PufferLib imports (3.0 does not build offline; 1.0.1 needs ``gym`` and ``psutil``)."""
+    try:
+        import pufferlib.emulation
+        import pufferlib.vector  # noqa: F401
+    except Exception as err:  # a broken install is reported, not fatal: the others still run
+        print(f"PufferLib not measured: {type(err).__name__}: {err}")
+        return False
+    return True
 
 
 def _ratios(rows: list[dict[str, Any]], base: str, best_of: list[str]) -> None:
@@ -141,7 +183,7 @@ def main() -> None:
     if args.only in (None, "pettingzoo"):
         runners = pettingzoo_runners(args.pz, args.envs, args.workers)
         got, _ = run_interleaved(runners, args.pz, args.envs, args.seconds, args.repeats, width=38)
-        peers = [k for k in runners if k.startswith("SuperSuit")]
+        peers = [k for k in runners if not k.startswith("envhive")]
         _ratios(got, peers[0], peers)
         rows += got
     if args.json:
