@@ -8,7 +8,8 @@ medians reported; steps/s count env steps (one step of every agent of one env):
   ``PlayersAgents`` adapters, reset when done) vs envhive's serial, thread and process
   executors (``api="pool"``, ``copy=False``). Threads vs processes shows whether dmlab2d's
   ``advance`` holds the GIL.
-* a PettingZoo env (``pistonball_v6``, 20 agents with image observations, needs ``pymunk``;
+* a PettingZoo env (``pistonball_v6``, 20 agents with image observations, discrete actions,
+  needs ``pymunk``;
   ``--pz rps`` for rock-paper-scissors, where per-call overhead is all there is) x ``--envs``:
   SuperSuit's ``concat_vec_envs_v1(pettingzoo_env_to_vec_env_v1(env))`` serial and on
   ``--workers`` processes vs envhive's flattened view (``agent_layout="flat"``, the same
@@ -22,6 +23,7 @@ medians reported; steps/s count env steps (one step of every agent of one env):
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -79,7 +81,9 @@ def _pz_factory(name: str) -> Callable[[], Any]:
         return rps_v2.parallel_env
     from pettingzoo.butterfly import pistonball_v6
 
-    return pistonball_v6.parallel_env
+    # Discrete actions (each piston: down, stay, up): PufferLib 1.0.1 emulates only discrete
+    # action spaces (a Box raises in emulate_action_space); the step costs the same.
+    return functools.partial(pistonball_v6.parallel_env, continuous=False)
 
 
 def pettingzoo_runners(name: str, n: int, workers: int) -> dict[str, Runner]:
