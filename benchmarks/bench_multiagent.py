@@ -10,7 +10,8 @@ medians reported; steps/s count env steps (one step of every agent of one env):
   ``advance`` holds the GIL.
 * a PettingZoo env (``pistonball_v6``, 20 agents with image observations, discrete actions,
   needs ``pymunk``;
-  ``--pz rps`` for rock-paper-scissors, where per-call overhead is all there is) x ``--envs``:
+  ``--pz rps`` for rock-paper-scissors, a tiny step; ``--pz null``, a step that does next to
+  nothing, where the vectorizers' own cost is all there is) x ``--envs``:
   SuperSuit's ``concat_vec_envs_v1(pettingzoo_env_to_vec_env_v1(env))`` serial and on
   ``--workers`` processes vs envhive's flattened view (``agent_layout="flat"``, the same
   layout: one row per agent) on the serial and process executors, and, when ``pufferlib``
@@ -27,6 +28,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
@@ -74,7 +76,56 @@ def substrate_runners(n: int, players: int, workers: int) -> dict[str, Runner]:
     }
 
 
+try:  # SuperSuit takes only subclasses of PettingZoo's ParallelEnv
+    from pettingzoo.utils.env import ParallelEnv as _ParallelBase
+except ImportError:  # the dmlab2d case runs without pettingzoo
+    _ParallelBase = object  # type: ignore[assignment,misc]
+
+
+class NullParallel(_ParallelBase):  # type: ignore[misc,valid-type]
+    """A PettingZoo-style parallel env whose step does next to nothing (2 agents, ``Discrete``
+    observations and actions, 100-step episodes): what ``--pz null`` measures is each
+    vectorizer's own cost per env step."""
+
+    metadata: dict[str, Any] = {"render_modes": [], "name": "null_v0"}
+    render_mode = None
+
+    def __init__(self) -> None:
+        self.possible_agents = ["a", "b"]
+        self.agents: list[str] = []
+        self.t = 0
+        self._obs, self._act = gym.spaces.Discrete(4), gym.spaces.Discrete(3)
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self._obs
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self._act
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple:
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: 0 for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple:
+        self.t += 1
+        end = self.t >= 100
+        agents = self.agents
+        out = ({a: 1 for a in agents}, {a: 0.0 for a in agents}, {a: False for a in agents},
+               {a: end for a in agents}, {a: {} for a in agents})
+        if end:
+            self.agents = []
+        return out
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 def _pz_factory(name: str) -> Callable[[], Any]:
+    if name == "null":
+        return NullParallel
     if name == "rps":
         from pettingzoo.classic import rps_v2
 
@@ -171,7 +222,7 @@ def main() -> None:
     ap.add_argument("--envs", type=int, default=8)
     ap.add_argument("--players", type=int, default=7)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--pz", choices=["pistonball", "rps"], default="pistonball")
+    ap.add_argument("--pz", choices=["pistonball", "rps", "null"], default="pistonball")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=["substrate", "pettingzoo"], default=None)

@@ -1,7 +1,8 @@
 """Before/after for the multi-agent path: envhive at a base commit vs this tree, one run.
 
 The runners are ``bench_multiagent.py``'s, by name (its envs, layouts and settings), on the
-serial executor, where the runner's own cost per env shows: PettingZoo's ``rps_v2`` x 64
+serial executor, where the runner's own cost per env shows: a parallel env whose step does
+next to nothing (``NullParallel``) x 64 (the cost is envhive's alone), PettingZoo's ``rps_v2`` x 64
 through ``agent_layout="flat"`` (a tiny env step: per-env overhead is most of it),
 ``pistonball_v6`` x 8 (20 image observations per env: the copies show), and
 ``dmlab2d/commons_harvest`` x 8 with 7 players (RGB and vector observations per player).
@@ -32,6 +33,7 @@ REPO = HERE.parent.parent
 
 #: (case name, bench_multiagent family, env, num_envs, runner name there).
 CASES = [
+    ("null x 64, flat serial", "pettingzoo", "null", 64, "envhive flat serial"),
     ("rps x 64, flat serial", "pettingzoo", "rps", 64, "envhive flat serial"),
     ("pistonball x 8, flat serial", "pettingzoo", "pistonball", 8, "envhive flat serial"),
     ("commons_harvest x 8, serial", "substrate", "commons_harvest", 8, "envhive serial"),
