@@ -68,12 +68,18 @@ class ParallelAgents(AgentEnv):
         # Equal spaces are batched (agent_space), different ones are a Tuple of them.
         self._init_spaces([env.observation_space(a) for a in ids], [env.action_space(a) for a in ids])
         self._pads = [_pad(s) for s in self.agent_observation_spaces]
+        # What the flag arrays hold, kept in Python: most steps change none of them, and a
+        # list compare costs less than numpy's per-call overhead on a few elements.
+        self._flags_set = False
+        self._active_list = [False] * len(ids)
         self.metadata = dict(getattr(env, "metadata", {}) or {})
         self.render_mode = getattr(env, "render_mode", None)
 
     def _stack(self, obs: dict[Any, Any]) -> tuple[Any, list[bool]]:
         """The stacked observation and the ``active`` flags (set here too) of a result."""
-        self.active[:] = active = [a in obs for a in self.agent_ids]
+        active = [a in obs for a in self.agent_ids]
+        if active != self._active_list:  # agents come and go rarely: a list compare is cheaper
+            self.active[:] = self._active_list = active
         pads = self._pads
         items = [obs[a] if on else pads[k] for k, (a, on) in enumerate(zip(self.agent_ids, active))]
         return self._stack_obs(items), active
@@ -83,6 +89,7 @@ class ParallelAgents(AgentEnv):
         obs, infos = self.par_env.reset(seed=seed, options=options)
         self.agent_terminated[:] = False
         self.agent_truncated[:] = False
+        self._flags_set = False
         return self._stack(obs)[0], _agent_infos(infos)
 
     def step(self, action: Any) -> tuple[Any, np.ndarray, bool, bool, dict[str, Any]]:
@@ -95,8 +102,11 @@ class ParallelAgents(AgentEnv):
         obs, rewards, terms, truncs, infos = par.step(actions)
         te = [bool(terms.get(a, False)) for a in ids]
         tr = [bool(truncs.get(a, False)) for a in ids]
-        self.agent_terminated[:] = te
-        self.agent_truncated[:] = tr
+        ended = True in te or True in tr
+        if ended or self._flags_set:  # else both are all False already: nothing to write
+            self.agent_terminated[:] = te
+            self.agent_truncated[:] = tr
+            self._flags_set = ended
         stacked, active = self._stack(obs)
         reward = np.array([float(rewards.get(a, 0.0)) for a in ids])
         term, trunc = env_end(te, tr, active)
