@@ -9,6 +9,11 @@ in it (:func:`~envhive._agents.end_agents`), and under STEP_RESET the terminal o
 every agent go to ``final_obs`` before the reset, whose ``active`` mask the row then gets.
 Multi-agent steps are costly (dicts per agent), so this loop is plain Python, env by env.
 
+While an op runs, the env's ``obs_out`` is its row of ``buffers.obs``, so the env writes
+its agents' observations straight into the pool's buffers (``AgentEnv._stack_obs``) and the
+loop has nothing left to copy. Only for an env the runner holds unwrapped: a wrapper may
+keep the observation it is given, and the row changes with the next op.
+
 Examples:
     >>> from envhive.testing import TagTeamEnv
     >>> from envhive._buffers import Buffers, BufferSpec
@@ -30,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from envhive._agents import AgentEnv, end_agents
 from envhive._ops import RESET, RESET_REWARD, resets_in_op
 from envhive._report import Completion, env_error
@@ -44,6 +51,7 @@ from envhive._results import (
 
 # _runner imports this module only inside EnvRunner.bind, so this import makes no cycle.
 from envhive._runner import EnvRunner, reset_env
+from envhive._spaces import tree_map
 from envhive.errors import EnvWorkerError
 
 __all__ = ["AgentOps"]
@@ -63,6 +71,21 @@ class AgentOps:
                     f"{type(core).__name__}", env_id=runner.first_id + k,
                 )
             self.cores.append(core)
+        b = runner.buffers
+        assert b is not None, "bind() before AgentOps"  # internal invariant
+        assert b.agent_terminated is not None and b.agent_truncated is not None
+        assert b.active is not None
+        shift = runner.first_id - runner._row0  # env k's row
+        #: Each env's rows of the per-agent arrays (views, made once: indexing costs per op).
+        self.agent_rows = [(b.agent_terminated[r], b.agent_truncated[r], b.active[r])
+                           for r in range(shift, shift + len(self.cores))]
+        #: Each env's row of ``b.obs`` (views), where it writes its observations, or ``None``.
+        self.obs_rows: list[Any] = [None] * len(self.cores)
+        if not b.obs_codec.has_objects():  # an object leaf's row is its value, not a view
+            for k, (env, core) in enumerate(zip(runner.envs, self.cores)):
+                if env is core:
+                    self.obs_rows[k] = tree_map(lambda a, r=k + shift: a[r], b.obs)
+        self._reward_shape = b.reward.shape[1:]
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """Perform each env's op (from ``buffers.ops``) and write its row; errors per env."""
@@ -70,42 +93,50 @@ class AgentOps:
         b = runner.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
         row0, first = runner._row0, runner.first_id
+        envs, cores, obs_rows, ops = runner.envs, self.cores, self.obs_rows, b.ops
+        one = self._one
         for i in env_ids:
             i = int(i)
             r, k = i - row0, i - first
+            core = cores[k]
+            op = int(ops[r])
+            core.obs_out = obs_rows[k]
             try:
-                self._one(runner.envs[k], self.cores[k], i, r, int(b.ops[r]), options, out)
+                one(envs[k], core, k, i, r, op, options, out)
             except EnvWorkerError as err:
                 out.errors[i] = err
             except Exception as err:  # an env's bug must not take the pool down
-                out.errors[i] = env_error("reset" if b.ops[r] == RESET else "step", err, i)
+                out.errors[i] = env_error("reset" if op == RESET else "step", err, i)
             else:
                 out.env_ids.append(i)
+            finally:
+                core.obs_out = None  # outside the runner's ops, the env makes new arrays
 
-    def _one(self, env: Any, core: AgentEnv, i: int, r: int, op: int,
+    def _one(self, env: Any, core: AgentEnv, k: int, i: int, r: int, op: int,
              options: dict[str, Any] | None, out: Completion) -> None:
-        """One env's op into row ``r`` (``i``: its pool-wide id)."""
+        """One env's op into row ``r`` (``k``: its index in the runner, ``i``: pool-wide)."""
         b = self.runner.buffers
-        assert b is not None and b.active is not None
-        assert b.agent_terminated is not None and b.agent_truncated is not None
+        assert b is not None
+        aterm, atrunc, active = self.agent_rows[k]
         if op == RESET:
             obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
             reward: Any = RESET_REWARD
             term = trunc = False
-            b.agent_terminated[r] = False
-            b.agent_truncated[r] = False
+            aterm[:] = False
+            atrunc[:] = False
         else:
             action = b.act_codec.read(b.actions, r)
             obs, reward, term, trunc, info = step_tuple(env.step(action), "step", i)
             term, trunc = _flag(term, "terminated", i), _flag(trunc, "truncated", i)
             if type(info) is not dict:
                 check_info(info, "step", i)
-            fixed = reward_value(reward, b.reward.shape[1:])
-            if fixed is None:
-                raise result_error("step", "reward", reward, f"an array of shape {b.reward.shape[1:]} "
-                                   "(one reward per agent)", i)
-            reward = fixed
-            aterm, atrunc = b.agent_terminated[r], b.agent_truncated[r]
+            shape = self._reward_shape
+            if not (type(reward) is np.ndarray and reward.shape == shape and reward.dtype.kind in "biuf"):
+                fixed = reward_value(reward, shape)
+                if fixed is None:
+                    raise result_error("step", "reward", reward, f"an array of shape {shape} "
+                                       "(one reward per agent)", i)
+                reward = fixed
             aterm[:] = core.agent_terminated
             atrunc[:] = core.agent_truncated
             end_agents(term, trunc, aterm, atrunc, core.active)
@@ -113,11 +144,12 @@ class AgentOps:
                 self._write(b.final_obs, r, obs, "step", i)
                 out.final_infos[i] = info
                 obs, info = reset_pair(env.reset(), i)
-        self._write(b.obs, r, obs, "reset" if op == RESET else "step", i)
+        if obs is not core.obs_out:  # else the env wrote it into its row already
+            self._write(b.obs, r, obs, "reset" if op == RESET else "step", i)
         b.reward[r] = reward
         b.terminated[r] = term
         b.truncated[r] = trunc
-        b.active[r] = core.active
+        active[:] = core.active
         if info:
             out.infos[i] = info
 

@@ -24,18 +24,21 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import batch_space, create_empty_array, iterate
 
-from envhive._agents import AgentEnv, agent_space, env_end
+from envhive._agents import AgentEnv, env_end
 from envhive.errors import ConfigError
 
 __all__ = ["ParallelAgents", "is_parallel_env"]
 
 
 def is_parallel_env(obj: Any) -> bool:
-    """Whether ``obj`` has PettingZoo's parallel API (duck-typed: pettingzoo is optional)."""
+    """Whether ``obj`` has PettingZoo's parallel API (duck-typed: pettingzoo is optional).
+
+    A class is not one, even with ``possible_agents`` as a class attribute: it is a factory.
+    """
     return (
-        hasattr(obj, "possible_agents") and callable(getattr(obj, "observation_space", None))
+        not isinstance(obj, type) and hasattr(obj, "possible_agents") and callable(getattr(obj, "observation_space", None))
         and callable(getattr(obj, "action_space", None)) and callable(getattr(obj, "step", None))
         and callable(getattr(obj, "reset", None))
     )
@@ -62,48 +65,52 @@ class ParallelAgents(AgentEnv):
         self.par_env = env
         self._init_agents(list(env.possible_agents))
         ids = self.agent_ids
-        obs_spaces = [env.observation_space(a) for a in ids]
-        act_spaces = [env.action_space(a) for a in ids]
-        #: Each agent's own spaces, in ``agent_ids`` order.
-        self.agent_observation_spaces = tuple(obs_spaces)
-        self.agent_action_spaces = tuple(act_spaces)
-        self.observation_space = agent_space(obs_spaces)
-        self.action_space = agent_space(act_spaces)
         # Equal spaces are batched (agent_space), different ones are a Tuple of them.
-        self._stacked = all(s == obs_spaces[0] for s in obs_spaces)
-        self._act_stacked = all(s == act_spaces[0] for s in act_spaces)
-        self._pads = [_pad(s) for s in obs_spaces]
+        self._init_spaces([env.observation_space(a) for a in ids], [env.action_space(a) for a in ids])
+        self._pads = [_pad(s) for s in self.agent_observation_spaces]
+        # What the flag arrays hold, kept in Python: most steps change none of them, and a
+        # list compare costs less than numpy's per-call overhead on a few elements.
+        self._flags_set = False
+        self._active_list = [False] * len(ids)
         self.metadata = dict(getattr(env, "metadata", {}) or {})
         self.render_mode = getattr(env, "render_mode", None)
 
-    def _stack(self, obs: dict[Any, Any]) -> Any:
-        self.active[:] = [a in obs for a in self.agent_ids]
-        items = [obs.get(a, pad) for a, pad in zip(self.agent_ids, self._pads)]
-        if not self._stacked:
-            return tuple(items)
-        space = self.agent_observation_spaces[0]
-        return concatenate(space, items, create_empty_array(space, len(items), np.zeros))  # type: ignore[arg-type]
+    def _stack(self, obs: dict[Any, Any]) -> tuple[Any, list[bool]]:
+        """The stacked observation and the ``active`` flags (set here too) of a result."""
+        active = [a in obs for a in self.agent_ids]
+        if active != self._active_list:  # agents come and go rarely: a list compare is cheaper
+            self.active[:] = self._active_list = active
+        pads = self._pads
+        items = [obs[a] if on else pads[k] for k, (a, on) in enumerate(zip(self.agent_ids, active))]
+        return self._stack_obs(items), active
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Reset the parallel env; the observation has every possible agent's row."""
         obs, infos = self.par_env.reset(seed=seed, options=options)
         self.agent_terminated[:] = False
         self.agent_truncated[:] = False
-        return self._stack(obs), _agent_infos(infos)
+        self._flags_set = False
+        return self._stack(obs)[0], _agent_infos(infos)
 
     def step(self, action: Any) -> tuple[Any, np.ndarray, bool, bool, dict[str, Any]]:
         """Step the agents alive with their rows of ``action`` (the others' are ignored)."""
-        live = set(self.par_env.agents)
-        rows = iterate(self.action_space, action) if self._act_stacked else action
-        actions = {a: act for a, act in zip(self.agent_ids, rows) if a in live}
-        obs, rewards, terms, truncs, infos = self.par_env.step(actions)
-        ids = self.agent_ids
-        self.agent_terminated[:] = [bool(terms.get(a, False)) for a in ids]
-        self.agent_truncated[:] = [bool(truncs.get(a, False)) for a in ids]
-        stacked = self._stack(obs)
+        par, ids = self.par_env, self.agent_ids
+        live = par.agents
+        if len(live) > 8:  # many agents: a set's lookups beat the list's scans
+            live = set(live)
+        actions = {a: act for a, act in zip(ids, self._action_rows(action)) if a in live}
+        obs, rewards, terms, truncs, infos = par.step(actions)
+        te = [bool(terms.get(a, False)) for a in ids]
+        tr = [bool(truncs.get(a, False)) for a in ids]
+        ended = True in te or True in tr
+        if ended or self._flags_set:  # else both are all False already: nothing to write
+            self.agent_terminated[:] = te
+            self.agent_truncated[:] = tr
+            self._flags_set = ended
+        stacked, active = self._stack(obs)
         reward = np.array([float(rewards.get(a, 0.0)) for a in ids])
-        term, trunc = env_end(self.agent_terminated, self.agent_truncated, self.active)
-        if not (term or trunc) and not self.par_env.agents:  # the env says it is over
+        term, trunc = env_end(te, tr, active)
+        if not (term or trunc) and not par.agents:  # the env says it is over
             term = True
         return stacked, reward, term, trunc, _agent_infos(infos)
 

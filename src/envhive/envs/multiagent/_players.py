@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envhive._agents import AgentEnv, agent_space
+from envhive._agents import AgentEnv
 from envhive.errors import ConfigError
 
 __all__ = ["PlayersAgents", "is_players_env", "spec_space"]
@@ -101,29 +101,19 @@ class PlayersAgents(AgentEnv):
         act_spaces = [spec_space(s) for s in act_specs]
         if any(s is None for s in obs_spaces + act_spaces):
             raise ConfigError(f"{type(env).__name__}: a player's spec has no numeric array form")
-        self.agent_observation_spaces = tuple(obs_spaces)
-        self.agent_action_spaces = tuple(act_spaces)
-        self.observation_space = agent_space(obs_spaces)  # type: ignore[arg-type]
-        self.action_space = agent_space(act_spaces)  # type: ignore[arg-type]
+        self._init_spaces(obs_spaces, act_spaces)  # type: ignore[arg-type]
         self._keys = [list(s.spaces) if isinstance(s, gym.spaces.Dict) else None for s in obs_spaces]
-        self._obs_space0: gym.Space = obs_spaces[0]  # type: ignore[assignment]
-        self._stacked = all(s == obs_spaces[0] for s in obs_spaces)
-        self._act_stacked = all(s == act_spaces[0] for s in act_spaces)
 
     def _observe(self, timestep: Any) -> tuple[Any, np.ndarray]:
-        from gymnasium.vector.utils import concatenate, create_empty_array
-
+        # The spec's entries only (strings and objects are dropped), each written once:
+        # into the pool's row while it runs an op (AgentEnv._stack_obs).
         items = [
-            {k: np.asarray(o[k]) for k in keys} if keys is not None else np.asarray(o)
+            {k: o[k] for k in keys} if keys is not None else o
             for o, keys in zip(timestep.observation, self._keys)
         ]
         reward = timestep.reward
         rewards = np.zeros(self.num_agents) if reward is None else np.asarray(reward, np.float64)
-        if not self._stacked:
-            return tuple(items), rewards
-        space = self._obs_space0
-        out = create_empty_array(space, len(items), np.zeros)
-        return concatenate(space, items, out), rewards  # type: ignore[arg-type]
+        return self._stack_obs(items), rewards
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Reset the dm_env (seeded through its ``seed(seed)`` when given a seed)."""
@@ -143,9 +133,7 @@ class PlayersAgents(AgentEnv):
 
     def step(self, action: Any) -> tuple[Any, np.ndarray, bool, bool, dict[str, Any]]:
         """Step every player with its row of ``action``."""
-        from gymnasium.vector.utils import iterate
-
-        rows = list(iterate(self.action_space, action)) if self._act_stacked else list(action)
+        rows = list(self._action_rows(action))
         timestep = self.dm_env.step(rows)
         obs, rewards = self._observe(timestep)
         last = bool(timestep.last())
