@@ -266,6 +266,7 @@ def _serve(
     seen = int(ctrl.seq[w])
     conn.send_bytes(b"bound")
     ids: list[int] = []
+    plain = Run(ids)
     ids_gen = -1
     while True:
         _wait(cmd_sem, policy, parent)
@@ -286,10 +287,11 @@ def _serve(
         if ctrl.ids_gen[w] != ids_gen:  # sync steps send the same ids: reuse the list
             ids_gen = int(ctrl.ids_gen[w])
             ids = ctrl.ids[lo : lo + int(ctrl.count[w])].tolist()
+            plain = Run(ids)  # the command without a message (frozen: reused)
         if ctrl.cmd_msg[w]:  # the Run's options, object actions or big seeds
             out = core.handle(decode_run(conn.recv_bytes(), ids))
         else:
-            out = core.handle(Run(ids))
+            out = core.handle(plain)
         assert isinstance(out, RunReply)
         _post(ctrl, w, done_sem, conn, None if out.empty else encode_run_reply(out, ids))
 
