@@ -310,6 +310,39 @@ def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
     env.close()
 
 
+@pytest.mark.parametrize("api", ["gymnasium", "dm_env"])
+def test_ctrl_c_in_the_front_ends_layout_of_a_recv(monkeypatch, api):
+    """A Ctrl-C after the pool's recv returned, in the front end's layout of the batch (other
+    envs still in flight): reset() works, as for a Ctrl-C inside the pool's recv."""
+    fns = [functools.partial(SlowEnv, i, 0, -1) for i in range(4)]
+    env = envhive.make(fns, executor="serial", batch_size=2, api=api, seed=0)
+    module = sys.modules[type(env).__module__]
+    target = "gym_infos" if api == "gymnasium" else None
+    if target is not None:
+        original = getattr(module, target)
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(module, target, original)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(module, target, interrupted)
+    else:
+        original_timestep = env._timestep
+
+        def interrupted_timestep(batch: Any) -> Any:
+            env._timestep = original_timestep
+            raise KeyboardInterrupt
+
+        env._timestep = interrupted_timestep
+    with Watchdog(10.0, f"{api}: the pool after a Ctrl-C in the front end's recv layout"):
+        env.async_reset() if api == "gymnasium" else env.async_reset(seed=0)
+        with pytest.raises(KeyboardInterrupt):
+            env.recv()
+        assert env.pool.pending == 0  # the envs still in flight were given up
+        env.reset()
+    env.close()
+
+
 @pytest.mark.parametrize("trial", range(3))
 @pytest.mark.parametrize("name", ["process", "thread2"])
 def test_ctrl_c_during_a_close(name, trial):

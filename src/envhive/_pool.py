@@ -403,6 +403,12 @@ class Pool(Waits):
             self._errors.clear()
             self._refresh_blocked()
 
+    def cut_short(self, err: BaseException) -> None:
+        """A front end's own work after one of this pool's calls was cut short by ``err``
+        (a Ctrl-C in its layout of a ``recv``): give up everything in flight, as a call cut
+        short inside the pool does, so that the next ``reset()`` works."""
+        self._cut_short(err, self._all[:0], always=True, sync=False)
+
     def _absorb(self, done: Completion, sync: bool = False) -> int:
         """Account for a completion of the general path (``send``/``recv``, ``run_all``)."""
         b = self.buffers

@@ -43,7 +43,14 @@ from envhive.errors import (
 )
 from envhive.executors._core import Call, CallReply, CommandKind, ErrorReply, Run, SetAttr
 from envhive.executors._handles import Shutdown, WorkerHandle
-from envhive.executors._parent import RunResults, call_commands, call_results, set_attr_commands
+from envhive.executors._parent import (
+    RunResults,
+    call_commands,
+    call_results,
+    not_rebuilt,
+    resend_after_rebuild,
+    set_attr_commands,
+)
 from envhive.executors._protocol import Executor
 from envhive.executors._shm import release_semaphore
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
@@ -652,19 +659,9 @@ class ProcessExecutor(Executor):
                 # It keeps failing (a factory that now raises, no memory left): there is no
                 # slice to go on with. Shut down cleanly and say why, as raise mode would.
                 self.close()
-                raise WorkerDiedError(
-                    f"worker {wk.w} (envs {wk.lo}..{wk.hi - 1}) could not be rebuilt "
-                    f"({_RESTART_ATTEMPTS} attempts; last: {type(err).__name__}: {err}); the "
-                    "executor was shut down", env_ids=list(range(wk.lo, wk.hi)),
-                    exitcode=getattr(err, "exitcode", None),
-                ) from err
+                raise not_rebuilt("worker", wk, _RESTART_ATTEMPTS, err) from err
         assert self._buffers is not None
-        self._restarts.rebuilt(range(wk.lo, wk.hi), pending, self._buffers)
-        if pending:
-            # Resent with the command's reset options: a reset with options gets them.
-            self._dispatch(wk, pending, options)
-        elif wk.queue:  # its running command was discarded; what was queued behind it goes out
-            self._dispatch(wk, *wk.queue.pop(merge=True))
+        resend_after_rebuild(wk, pending, options, self._restarts, self._buffers, self._dispatch)
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(

@@ -55,7 +55,14 @@ from envhive.errors import (
     WorkerDiedError,
 )
 from envhive.executors._core import Call, CallReply, CommandKind, ErrorReply, Run, SetAttr
-from envhive.executors._parent import RunResults, call_commands, call_results, set_attr_commands
+from envhive.executors._parent import (
+    RunResults,
+    call_commands,
+    call_results,
+    not_rebuilt,
+    resend_after_rebuild,
+    set_attr_commands,
+)
 from envhive.executors._protocol import Executor
 from envhive.executors._ray_actor import SliceHost, final_leaves, input_leaves, output_leaves
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
@@ -499,17 +506,9 @@ class RayExecutor(Executor):
                 if attempt < _RESTART_ATTEMPTS:
                     continue
                 self.close()
-                raise WorkerDiedError(
-                    f"actor {actor.w} (envs {actor.lo}..{actor.hi - 1}) could not be rebuilt "
-                    f"({_RESTART_ATTEMPTS} attempts; last: {type(err).__name__}: {err}); the "
-                    "executor was shut down", env_ids=list(range(actor.lo, actor.hi)), exitcode=None,
-                ) from err
+                raise not_rebuilt("actor", actor, _RESTART_ATTEMPTS, err) from err
         assert self._buffers is not None
-        self._restarts.rebuilt(range(actor.lo, actor.hi), pending, self._buffers)
-        if pending:
-            self._dispatch(actor, pending, options)  # resent with its reset options
-        elif actor.queue:
-            self._dispatch(actor, *actor.queue.pop(merge=True))
+        resend_after_rebuild(actor, pending, options, self._restarts, self._buffers, self._dispatch)
 
     # ------------------------------------------------------------------ env access
     def _roundtrip(

@@ -158,7 +158,11 @@ class DmEnv:
     def recv(self) -> tuple[Any, np.ndarray]:
         """``(timestep, env_ids)`` for the first ``batch_size`` envs to finish."""
         batch = self._pool.recv()
-        return self._timestep(batch), batch.env_ids
+        try:
+            return self._timestep(batch), batch.env_ids
+        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
+            self._pool.cut_short(err)
+            raise
 
     def observation_spec(self) -> Any:
         """The spec of one env's observation."""

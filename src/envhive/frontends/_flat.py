@@ -187,7 +187,16 @@ class FlatAgents:
         self.pool.async_reset(self._env_ids(env_id), seed=seed, options=options)
 
     def recv(self) -> Batch:
-        return self._flat(self.pool.recv())
+        batch = self.pool.recv()
+        try:
+            return self._flat(batch)
+        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
+            self.pool.cut_short(err)
+            raise
+
+    def cut_short(self, err: BaseException) -> None:
+        """The wrapped pool's :meth:`~envhive._pool.Pool.cut_short`."""
+        self.pool.cut_short(err)
 
     def wait(self, timeout: float | None = None, *, caller: str = "wait") -> Batch:
         return self._flat(self.pool.wait(timeout, caller=caller))

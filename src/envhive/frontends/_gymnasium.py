@@ -442,9 +442,13 @@ class VectorEnv(GymVectorEnv):
         if self._waiting is not None:
             self._refuse_during_gym_call("recv")
         b = self._pool.recv()
-        if self._torch is not None:
-            return self._torch_transition(b, True)
-        return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
+        try:
+            if self._torch is not None:
+                return self._torch_transition(b, True)
+            return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
+        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
+            self._pool.cut_short(err)
+            raise
 
     def _check_open(self) -> None:
         """A closed pool says so first (before any complaint about the call's order)."""
