@@ -112,3 +112,32 @@ def test_seeds_of_any_size_and_none_in_one_reset_match_gymnasium():
             np.testing.assert_array_equal(x, y)
     ours.close()
     ref.close()
+
+
+def test_the_op_loop_draws_a_new_stock_itself_for_compiled_generators(monkeypatch):
+    """An env whose stock of reset draws runs out gets the next stock inside the compiled loop
+    (no call back to Python's ``restock``) when its generator lives in words; an env whose
+    generator was handed out as an object (``call("np_random")``) is restocked from Python.
+    The episodes themselves are checked against gymnasium by the test above."""
+    calls = []
+    original = CartPoleKernel.restock
+
+    def counting(self, ids=None):
+        calls.append(ids)
+        return original(self, ids)
+
+    monkeypatch.setattr(CartPoleKernel, "restock", counting)
+    env = envhive.make("envhive/CartPole-v1", 4, executor="native")
+    env.reset(seed=3)
+    kernel = env.pool.executor._engine.kernel
+    actions = np.random.default_rng(0).integers(0, 2, (1000, 4))  # ~45 episodes per env
+    for a in actions:
+        env.step(a)
+    assert kernel._in_words.all()
+    assert [ids for ids in calls if ids is None] == []  # every refill was compiled
+    env.call("np_random", env_ids=[0])  # env 0 now draws in Python
+    for _ in range(800):  # always pushing right: episodes of ~10 steps, past env 0's stock
+        env.step(np.ones(4, np.int64))
+    assert [ids for ids in calls if ids is None]  # env 0's stock ran out: Python restocked it
+    assert not kernel._in_words[0] and kernel._in_words[1:].all()
+    env.close()

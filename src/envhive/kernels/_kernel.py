@@ -39,15 +39,23 @@ from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.engines._jit import jit
 from envhive.errors import ConfigError, UnexpectedKeywordError
-from envhive.kernels._rng import MAX_SEED, entropy_words, fill_uniform, generator_of, seed_words
+from envhive.kernels._rng import (
+    MAX_SEED,
+    entropy_words,
+    fill_row,
+    fill_uniform,
+    generator_of,
+    seed_words,
+    uniform_span,
+)
 
 __all__ = ["Kernel", "Binding", "build_driver", "STOCK"]
 
 #: Resets drawn ahead per env (one Python call per env every ``STOCK`` episodes).
 STOCK = 32
-#: The same for a large pool whose generators are compiled (``uniform_bounds``): a refill is
-#: then one compiled call for every env that ran out, and a deep stock would only cost memory
-#: (1 KB per CartPole env at 32) and the time to touch it.
+#: The same for a large pool whose generators are compiled (``uniform_bounds``): the op loop
+#: then refills an env's stock itself when it runs out, and a deep stock would only cost
+#: memory (1 KB per CartPole env at 32) and the time to touch it.
 _LARGE_POOL, _LARGE_POOL_STOCK = 2**16, 8
 #: An estimate of one env's ``numpy.random.Generator`` (gymnasium's per-env generator, kept
 #: for exact seeding) and its Python records, for the memory check before a pool is built
@@ -59,7 +67,9 @@ Driver = Callable[..., tuple[int, int, int]]
 
 # Slots of the binding table (see Binding): array addresses, then sizes.
 (_STATE, _ELAPSED, _NOISE, _NOISE_POS, _PARAMS, _OPS, _OBS, _FINAL_OBS, _REWARD, _TERM, _TRUNC,
- _N, _STATE_DIM, _STOCK, _NOISE_DIM, _OBS_DIM, _N_PARAMS, _MAX_STEPS, _TABLE_SIZE) = range(19)
+ _WORDS, _IN_WORDS, _LOW, _SPAN,
+ _N, _STATE_DIM, _STOCK, _NOISE_DIM, _OBS_DIM, _N_PARAMS, _MAX_STEPS, _DRAW_DIM, _TO_F32,
+ _TABLE_SIZE) = range(25)
 
 
 class Binding:
@@ -89,11 +99,12 @@ class Binding:
         k = kernel
         n = k.num_envs
         arrays = (k.state, k.elapsed, k.noise, k.noise_pos, k.params, ops, obs, final_obs,
-                  reward, terminated, truncated)
+                  reward, terminated, truncated, k._words, k._in_words, k._low, k._span)
         want = (np.float64, np.int64, np.float64, np.int64, np.float64, np.int8, np.float32,
-                np.float32, np.float64, np.bool_, np.bool_)
+                np.float32, np.float64, np.bool_, np.bool_, np.uint64, np.bool_, np.float64,
+                np.float64)
         for a, dtype in zip(arrays, want):
-            rows_ok = a is k.params or (a.ndim >= 1 and a.shape[0] == n)
+            rows_ok = a is k.params or a is k._low or a is k._span or (a.ndim >= 1 and a.shape[0] == n)
             if a.dtype != dtype or not a.flags.c_contiguous or not rows_ok:
                 raise ValueError(
                     f"kernel binding: expected a C-contiguous {np.dtype(dtype)} array with "
@@ -105,7 +116,7 @@ class Binding:
         table = np.zeros(_TABLE_SIZE, np.int64)
         table[:_N] = [a.ctypes.data for a in arrays]
         table[_N:] = [n, k.state_dim, k.noise.shape[1], k.noise_dim, obs.shape[1], k.params.size,
-                      k.max_episode_steps]
+                      k.max_episode_steps, k._low.size, k.uniform_bounds is not None and k.uniform_bounds[2]]
         self.table = table
 
 
@@ -118,11 +129,16 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
     The op rules are ``envhive._ops``' own functions and constants, compiled
     (``envhive.engines._compiled.resets_in_op``): the rule exists once.
 
+    An env whose stock of reset draws runs out draws the next stock in the loop when its
+    generator is compiled (``Kernel._in_words``): no call back to Python, whose restock cost
+    more per call than stepping 64 CartPoles. Others are counted for :meth:`Kernel.restock`.
+
     The returned function takes ``(ids, actions, table, validate)``, with ``table`` from a
     :class:`Binding`, and returns ``(bad, low, done)``: ``bad`` is the position in ``ids`` of
     the first invalid action (``-1`` if none; with ``validate`` set, nothing is run when one is
-    invalid), ``low`` the number of envs whose noise stock is used up, ``done`` the number of
-    stepped envs whose episode ended (terminated or truncated).
+    invalid), ``low`` the number of envs whose noise stock is used up (and was not drawn
+    again in the loop), ``done`` the number of stepped envs whose episode ended (terminated or
+    truncated).
     """
 
     @jit(nogil=True)
@@ -140,6 +156,11 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
         reward = numba.carray(address_to_voidptr(table[_REWARD]), n, np.float64)
         terminated = numba.carray(address_to_voidptr(table[_TERM]), n, np.bool_)
         truncated = numba.carray(address_to_voidptr(table[_TRUNC]), n, np.bool_)
+        words = numba.carray(address_to_voidptr(table[_WORDS]), (n, 4), np.uint64)
+        in_words = numba.carray(address_to_voidptr(table[_IN_WORDS]), n, np.bool_)
+        draw_low = numba.carray(address_to_voidptr(table[_LOW]), table[_DRAW_DIM], np.float64)
+        draw_span = numba.carray(address_to_voidptr(table[_SPAN]), table[_DRAW_DIM], np.float64)
+        to_f32 = table[_TO_F32] != 0
         max_steps = table[_MAX_STEPS]
         count = ids.size
         if validate:
@@ -156,8 +177,8 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
                 if p >= stock:  # the caller restocks after every call: cannot happen
                     raise RuntimeError("envhive kernel: reset noise stock exhausted")
                 reset_one(params, state[i], noise[i, p], obs[i])
-                noise_pos[i] = p + 1
-                low += p + 1 == stock
+                low += _used_draw(i, p, noise, noise_pos, stock, in_words, words, draw_low,
+                                  draw_span, to_f32)
                 elapsed[i] = 0
                 reward[i] = RESET_REWARD
                 terminated[i] = False
@@ -177,12 +198,27 @@ def build_driver(step_one: Any, reset_one: Any, valid_one: Any) -> Driver:
                 if p >= stock:
                     raise RuntimeError("envhive kernel: reset noise stock exhausted")
                 reset_one(params, state[i], noise[i, p], obs[i])
-                noise_pos[i] = p + 1
-                low += p + 1 == stock
+                low += _used_draw(i, p, noise, noise_pos, stock, in_words, words, draw_low,
+                                  draw_span, to_f32)
                 elapsed[i] = 0
         return -1, low, done
 
     return drive
+
+
+@jit(nogil=True, inline="always")
+def _used_draw(i, p, noise, noise_pos, stock, in_words, words, low, span, to_f32):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Env ``i`` used row ``p`` of its stock: move on, drawing a new stock if that was the
+    last row and its generator is compiled (1 if the stock is used up and left to Python)."""
+    if p + 1 < stock:
+        noise_pos[i] = p + 1
+        return 0
+    if in_words[i]:
+        fill_row(words, i, low, span, to_f32, noise[i], stock)
+        noise_pos[i] = 0
+        return 0
+    noise_pos[i] = p + 1
+    return 1
 
 
 class Kernel:
@@ -265,6 +301,8 @@ class Kernel:
         # says whose generator lives there rather than in ``_rngs``.
         self._words = np.zeros((n, 4), np.uint64)
         self._in_words = np.zeros(n, np.bool_)
+        bounds = self.uniform_bounds or ((), (), False)
+        self._low, self._span = uniform_span(bounds[0], bounds[1])  # what the compiled draws take
         self._has_rng = np.zeros(n, np.bool_)
 
     def bytes_per_env(self) -> int:

@@ -27,12 +27,13 @@ Examples:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
 from envhive.engines._jit import jit
 
-__all__ = ["seed_words", "entropy_words", "fill_uniform", "generator_of", "MAX_SEED"]
+__all__ = ["seed_words", "entropy_words", "fill_uniform", "fill_row", "uniform_span", "generator_of", "MAX_SEED"]
 
 #: Seeds up to this many bits are seeded compiled; a larger one (rare) takes numpy's path.
 MAX_SEED = 2**64 - 1
@@ -126,20 +127,29 @@ def _seed_rows(entropy, lengths, words):  # type: ignore[no-untyped-def]
         words[i, 0], words[i, 1], words[i, 2], words[i, 3] = s_hi, s_lo, a, b
 
 
+@jit(nogil=True, inline="always")
+def fill_row(words, r, low, span, to_f32, stock, count):  # type: ignore[no-untyped-def]
+    """``count`` resets' draws of ``Generator.uniform(low, low + span)`` from generator row
+    ``r`` into ``stock[:count]`` (one env's stock, shape ``(>= count, >= len(low))``).
+
+    Compiled callers only: the Python entry is :func:`fill_uniform`; a kernel's op loop calls
+    it for an env whose stock runs out (kernels/_kernel.py)."""
+    dim = low.shape[0]
+    s_hi, s_lo, inc_hi, inc_lo = words[r, 0], words[r, 1], words[r, 2], words[r, 3]
+    for j in range(count):
+        for d in range(dim):
+            s_hi, s_lo = _lcg(s_hi, s_lo, inc_hi, inc_lo)  # numpy steps, then outputs
+            value = low[d] + span[d] * _output(s_hi, s_lo)
+            stock[j, d] = np.float32(value) if to_f32 else value
+    words[r, 0], words[r, 1] = s_hi, s_lo
+
+
 @jit(nogil=True)
 def _fill(words, rows, ids, low, span, to_f32, noise, count):  # type: ignore[no-untyped-def]
     """For env ``ids[k]`` (generator row ``rows[k]``): ``count`` resets' draws of
     ``Generator.uniform(low, low + span)`` into ``noise[ids[k], :count]``."""
-    dim = low.shape[0]
     for k in range(ids.shape[0]):
-        i, r = ids[k], rows[k]
-        s_hi, s_lo, inc_hi, inc_lo = words[r, 0], words[r, 1], words[r, 2], words[r, 3]
-        for j in range(count):
-            for d in range(dim):
-                s_hi, s_lo = _lcg(s_hi, s_lo, inc_hi, inc_lo)  # numpy steps, then outputs
-                value = low[d] + span[d] * _output(s_hi, s_lo)
-                noise[i, j, d] = np.float32(value) if to_f32 else value
-        words[r, 0], words[r, 1] = s_hi, s_lo
+        fill_row(words, rows[k], low, span, to_f32, noise[ids[k]], count)
 
 
 def seed_words(seeds: np.ndarray, words: np.ndarray) -> None:
@@ -164,12 +174,18 @@ def entropy_words(words: np.ndarray) -> None:
     _seed_rows(entropy, lengths, words)
 
 
+def uniform_span(low: Any, high: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high - low)`` as float64 arrays: what the compiled draws take (numpy's own
+    ``high - low``, in float64)."""
+    low = np.asarray(low, np.float64)
+    return low, np.asarray(high, np.float64) - low
+
+
 def fill_uniform(words: np.ndarray, rows: np.ndarray, ids: np.ndarray, low: np.ndarray,
                  high: np.ndarray, to_f32: bool, noise: np.ndarray, count: int) -> None:
     """``count`` resets' draws of ``uniform(low, high)`` (then float32, if asked) for each env
     of ``ids`` from its generator row ``rows[k]``, as ``Generator.uniform`` draws them."""
-    low = np.asarray(low, np.float64)
-    span = np.asarray(high, np.float64) - low  # numpy's own "high - low", in float64
+    low, span = uniform_span(low, high)
     _fill(words, np.asarray(rows, np.int64), np.asarray(ids, np.int64), low, span, bool(to_f32),
           noise, int(count))
 
