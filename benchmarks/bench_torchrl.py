@@ -2,9 +2,10 @@
 
 Benchmarks (frames = env steps; every configuration in a fresh subprocess):
 
-1. ``CartPole-v1 x 64, rollout``: ``envhive.make("CartPole-v1", 64, api="torchrl",
-   executor=...)`` (process, the default settings; and serial, and the opt-in
-   ``ProcessExecutor(parent_slice=True)``) vs TorchRL's ``SerialEnv(64, GymEnv)``,
+1. ``CartPole-v1 x 64, rollout``: ``envhive.make("CartPole-v1", 64, api="torchrl")`` (the
+   default, ``executor="auto"``: the summary's envhive figure; the row says what it chose),
+   and the same with ``executor=`` process, serial and the opt-in
+   ``ProcessExecutor(parent_slice=True)`` vs TorchRL's ``SerialEnv(64, GymEnv)``,
    ``ParallelEnv(2, GymEnv(num_envs=32))`` and ``GymEnv("CartPole-v1", num_envs=64)``.
    ``env.rollout(T, policy, break_when_any_done=False)``, frames/s.
 2. ``CartPole-v1 x 64, collector``: the same envs under ``torchrl.collectors.Collector``
@@ -36,6 +37,7 @@ import time
 
 CONFIGS = {
     # name: (group, description)
+    "envhive default x64": ("cartpole64", "envhive.make('CartPole-v1', 64, api='torchrl')"),
     "envhive process x64": ("cartpole64", "envhive.make('CartPole-v1', 64, api='torchrl', executor='process')"),
     "envhive serial x64": ("cartpole64", "envhive.make('CartPole-v1', 64, api='torchrl', executor='serial')"),
     "envhive process parent_slice x64": ("cartpole64", "envhive.make('CartPole-v1', 64, api='torchrl', executor=ProcessExecutor(parent_slice=True))"),
@@ -52,6 +54,8 @@ def build(name: str):
 
     import envhive
 
+    if name == "envhive default x64":
+        return envhive.make("CartPole-v1", 64, api="torchrl")
     if name == "envhive process x64":
         return envhive.make("CartPole-v1", 64, api="torchrl", executor="process")
     if name == "envhive serial x64":
@@ -123,11 +127,13 @@ def worker(name: str, mode: str, seconds: float, reps: int) -> dict:
                     pool.step(acts[t % 64])
                 steps += 100
             rates.append(steps * frames_per_step / (time.perf_counter() - t0))
+    described = repr(env)
     try:
         env.close()
     except Exception:
         pass
-    return {"median": statistics.median(rates), "rates": rates, "frames_per_step": frames_per_step}
+    return {"median": statistics.median(rates), "rates": rates, "frames_per_step": frames_per_step,
+            "env": described}
 
 
 def run(name: str, mode: str, seconds: float, reps: int, timeout: float) -> dict:
@@ -176,10 +182,10 @@ def main() -> None:
 
     summary: dict[str, object] = {}
     for mode in ("rollout", "collector"):
-        ours = rate(f"envhive process x64 | {mode}")
+        ours = rate(f"envhive default x64 | {mode}")
         peers = {n: rate(f"{n} | {mode}") for n, (g, _) in CONFIGS.items() if g == "cartpole64" and n.startswith("torchrl")}
         best_name, best = max(((n, r) for n, r in peers.items() if r), key=lambda x: x[1], default=(None, None))
-        summary[f"cartpole64 {mode}: envhive process / TorchRL best ({best_name})"] = (
+        summary[f"cartpole64 {mode}: envhive default / TorchRL best ({best_name})"] = (
             round(ours / best, 1) if ours and best else None)
     ours, peer = rate("envhive compiled x256 | rollout"), rate("torchrl GymEnv(num_envs=256) | rollout")
     summary["compiled256 rollout: envhive / TorchRL GymEnv(num_envs=256)"] = round(ours / peer, 1) if ours and peer else None
