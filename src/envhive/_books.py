@@ -14,7 +14,9 @@
 And what is done with them: booking a dispatch (``sent``) and a :class:`Completion`
 (``absorb``), collecting until ``k`` envs are ready (``take``), waiting for every env of a
 sync call (``drain``) or for every env in flight, with a timeout (``wait_all``), handing the
-rows out (``hand_out``) and giving everything up (``give_up``). An env's error is raised only
+rows out (``recv``'s: ``hand_out``; every env's: ``all_rows``), giving everything up
+(``give_up``), and keeping the infos of an inline step (``Executor.step_all``) that reset
+envs (``inline_infos``). An env's error is raised only
 after the bookkeeping, the lowest env id's first when several failed, so the books stay
 straight and the pool usable.
 
@@ -70,6 +72,7 @@ Pull = Callable[[int, bool], int]
 #: How long ``wait_all(timeout=...)`` sleeps between two looks at what finished.
 _POLL_S = 0.0005
 _RESET = int(Op.RESET)
+_new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
 _NONE = slice(0, 0)
 
 
@@ -78,14 +81,17 @@ class Books:
 
     Args:
         buffers: the pool's buffers (the ops sent; the rows handed out).
+        every_id: ``arange(num_envs)``, read-only: the ``env_ids`` of every-env rows.
         batch_size: how many rows ``recv`` hands out.
-        copy: hand out copies (True) or rows gathered into buffers kept for it (False).
+        copy: hand out copies (True), or views of the buffers (every env's rows) and rows
+            gathered into arrays kept for it (``recv``'s) (False).
         broken: the pool's per-env flags of envs whose last op raised (written here when an
             error comes back).
     """
 
-    def __init__(self, buffers: Buffers, batch_size: int, copy: bool, broken: np.ndarray) -> None:
-        n = buffers.spec.num_envs
+    def __init__(self, buffers: Buffers, every_id: np.ndarray, batch_size: int, copy: bool,
+                 broken: np.ndarray) -> None:
+        n = len(every_id)
         self.num_envs = n
         self.status = np.zeros(n, np.int8)
         self.in_flight = 0
@@ -94,7 +100,10 @@ class Books:
         self.infos: dict[int, dict[str, Any]] = {}
         self.final_infos: dict[int, dict[str, Any]] = {}
         self.errors: dict[int, Any] = {}
-        self._buffers, self._copy, self._broken = buffers, copy, broken
+        self._buffers, self._every_id, self._copy, self._broken = buffers, every_id, copy, broken
+        #: Every env's rows, copied (``Buffers.row_copier``); the views are made once.
+        self.copies = buffers.row_copier()
+        self._views = buffers.row_views
         # Preallocated gather targets so that recv() with copy=False allocates no arrays.
         k = batch_size
         self._recv_out = (buffers.obs_codec.allocate(k),
@@ -260,6 +269,25 @@ class Books:
             ids, self._copy, has_final is not None, self._recv_out
         )
         return Batch(ids, obs, reward, term, trunc, ops, final_obs, has_final, infos, finals, agents)
+
+    def all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
+                 op: np.ndarray | None = None) -> Batch:
+        """Every env's row (sync calls, ``wait``), straight from the buffers (views, or copies
+        with ``copy``), in whatever layout they have (``Buffers.rows``).
+
+        ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
+        a call where every env ran the same op: nothing to copy).
+        """
+        if self._copy:
+            obs, reward, term, trunc, final_obs, agents = self.copies(has_final is not None)
+            if op is None:
+                op = self._buffers.ops.copy()
+        else:
+            obs, reward, term, trunc, final_obs, agents = self._views[has_final is not None]
+            if op is None:
+                op = self._buffers.ops
+        return _new_batch(Batch, (self._every_id, obs, reward, term, trunc, op, final_obs,
+                                  has_final, infos, finals, agents))
 
     def collect(self, min_count: int, pull: Pull) -> None:
         """Receive completions until ``min_count`` more envs are ready (or an env failed)."""

@@ -51,7 +51,7 @@ from envhive._buffers import (
     same_device,
     tensor_values,
 )
-from envhive._infos import InfoColumns, engine_columns, take_infos
+from envhive._infos import engine_columns, take_infos
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
 from envhive._report import Completion, EnvFactory
@@ -160,8 +160,6 @@ class Pool:
             self.resident = resident
             self._act_codec = spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
-            # Every env's results as handed out, whatever the layout: copies, or the views.
-            self._rows, self._views = self.buffers.row_copier(), self.buffers.row_views
             executor.bind(self.buffers)
         except BaseException:
             executor.close()
@@ -191,8 +189,10 @@ class Pool:
         self._plain_ops = self._uniform_ops[
             _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
         ]
-        # What was sent and what came back (per-env status, in-flight counts, infos, errors).
-        self._books = Books(self.buffers, self.batch_size, self.copy, self._broken)
+        # What was sent and what came back (per-env status, in-flight counts, infos, errors),
+        # and the rows handed out.
+        self._books = Books(self.buffers, self._all, self.batch_size, self.copy, self._broken)
+        self._rows = self._books.copies  # every env's rows as copies: step's common case
         #: Number of ``env.step`` calls made so far (resets are not steps).
         self.env_steps = 0
         # Executors that fuse a sync call over every env into one command (Executor.run_all).
@@ -444,25 +444,6 @@ class Pool:
             self._blocked |= self._ended
         self._any_blocked = bool(np.count_nonzero(self._blocked))
 
-    def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
-                  op: np.ndarray | None = None) -> Batch:
-        """Every env's row, straight from the buffers (views, or copies with ``copy``), in
-        whatever layout they have (``Buffers.rows``).
-
-        ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
-        a call where every env ran the same op: nothing to copy).
-        """
-        if self.copy:
-            obs, reward, term, trunc, final_obs, agents = self._rows(has_final is not None)
-            if op is None:
-                op = self.buffers.ops.copy()
-        else:
-            obs, reward, term, trunc, final_obs, agents = self._views[has_final is not None]
-            if op is None:
-                op = self.buffers.ops
-        return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs, has_final,
-                                  infos, finals, agents))
-
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
         """Reset all envs (or those in ``options["reset_mask"]``); one row per env.
@@ -488,7 +469,7 @@ class Pool:
         infos, _, _ = self._books.take_infos(ids.tolist(), self.num_envs, by_env=True)
         op = np.full(self.num_envs, NO_OP, np.int8)
         op[ids] = _RESET
-        return self._all_rows(infos, {}, None, op)
+        return self._books.all_rows(infos, {}, None, op)
 
     def step(self, actions: Any) -> Batch:
         """Step every env with its action (autoreset as planned by the pool's mode)."""
@@ -531,12 +512,12 @@ class Pool:
                     if step_infos is None and not reset_infos:
                         # No infos at all (kernels): only same_step's rows that ended.
                         if done and not self._keeps_ended:
-                            return self._all_rows({}, {}, b.terminated | b.truncated, op)
-                        if op is not None and self.copy:  # _all_rows' common case, inline
+                            return self._books.all_rows({}, {}, b.terminated | b.truncated, op)
+                        if op is not None and self.copy:  # all_rows' common case, inline
                             obs, reward, term, trunc, _, agents = self._rows(False)
                             return _new_batch(Batch, (self._all, obs, reward, term, trunc, op,
                                                       None, None, {}, {}, agents))
-                        return self._all_rows({}, {}, None, op)
+                        return self._books.all_rows({}, {}, None, op)
                     return self._inline_rows(step_infos, reset_infos, resets, done, op)
             if self._fused and type(actions) is np.ndarray and not (
                 self.closed or self._books.in_flight or self._books.ready or self._any_blocked
@@ -555,7 +536,7 @@ class Pool:
                 self._pull(0, True, self._run_all)
             self._books.drain(self._pull)
             infos, finals, has_final = self._books.take_infos(range(self.num_envs), self.num_envs)
-            return self._all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+            return self._books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
         except BaseException as err:
             self._cut_short(err, self._all)
             raise
@@ -587,8 +568,8 @@ class Pool:
             self._refresh_blocked()
         op = None if resets else self._plain_ops
         if done.infos or done.final_infos:
-            return self._all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
-        return self._all_rows({}, {}, None, op)
+            return self._books.all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
+        return self._books.all_rows({}, {}, None, op)
 
     def _inline_rows(
         self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,
@@ -598,8 +579,8 @@ class Pool:
         n, same_step = self.num_envs, not self._keeps_ended
         columns = engine_columns(step_infos, n)
         if resets or (done and same_step):  # some env was reset by this call
-            return self._all_rows(*self._books.inline_infos(columns, reset_infos or {}, same_step))
-        return self._all_rows(columns, {}, None, op)
+            return self._books.all_rows(*self._books.inline_infos(columns, reset_infos or {}, same_step))
+        return self._books.all_rows(columns, {}, None, op)
 
     def _take_seeds(self, seed: Any, ids: np.ndarray) -> list[int | None]:
         """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed
@@ -698,7 +679,7 @@ class Pool:
         n = self.num_envs
         try:  # to the return: the books change below (see _books)
             op = self._books.wait_all(self._pull, timeout, caller)
-            return self._all_rows(*self._books.take_infos(range(n), n), op)
+            return self._books.all_rows(*self._books.take_infos(range(n), n), op)
         except BaseException as err:
             self._cut_short(err, self._all[:0], sync=False)
             raise
