@@ -568,8 +568,8 @@ class Pool:
             self._refresh_blocked()
         op = None if resets else self._plain_ops
         if done.infos or done.final_infos:
-            return self._books.all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
-        return self._books.all_rows({}, {}, None, op)
+            return books.all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
+        return books.all_rows({}, {}, None, op)
 
     def _inline_rows(
         self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,
