@@ -1,4 +1,4 @@
-"""The pool's books: what was sent and what came back, and how the pool waits for it.
+"""The pool's books: what was sent and what came back, how the pool waits for it and hands it out.
 
 :class:`Books` keeps, for one :class:`~envhive._pool.Pool` (which owns it as ``pool._books``):
 
@@ -16,14 +16,15 @@ And what is done with them: booking a dispatch (``sent``) and a :class:`Completi
 sync call (``drain``) or for every env in flight, with a timeout (``wait_all``), handing the
 rows out (``recv``'s: ``hand_out``; every env's: ``all_rows``), giving everything up
 (``give_up``), and keeping the infos of an inline step (``Executor.step_all``) that reset
-envs (``inline_infos``). An env's error is raised only
-after the bookkeeping, the lowest env id's first when several failed, so the books stay
-straight and the pool usable.
+envs (``inline_infos``). An env's error is raised only after the bookkeeping, the lowest env
+id's first when several failed, so the books stay straight and the pool usable.
 
 The books hold no reference to the pool. What they need of it is given: the buffers (which
 op each env runs, the rows handed out), the pool's ``broken`` flags (an env whose op raised is
 marked broken in the same step as it is marked idle) and, per call, ``pull``: the pool's way
-to receive completions and book them, its envs' lifecycle included (``Pool._pull``).
+to receive completions and book them, its envs' lifecycle included (``Pool._pull``). Per call,
+not kept: a kept bound method of the pool would make a reference cycle, and a pool dropped on
+its own must close then (``Pool.__del__``), not at the next run of the cyclic collector.
 
 Interrupts (Ctrl-C): the pool's public calls guard everything from their first look at the
 books to their return, and a call cut short gives up everything in flight
