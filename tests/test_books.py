@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 
 from envhive._books import IDLE, PENDING, READY, Books
 from envhive._buffers import Buffers, BufferSpec
 from envhive._ops import Op
+from envhive._pool import Pool
 from envhive._report import Completion
 from envhive.errors import EnvWorkerError, NothingPendingError, WaitTimeoutError
+from envhive.executors import SerialExecutor
+from envhive.testing import CountingEnv
 
 N = 5
 
@@ -152,3 +158,20 @@ def test_every_env_rows_are_views_or_copies_with_the_given_ops():
         assert np.shares_memory(rows.op, b.ops) is not copy
         same = np.full(N, int(Op.RESET), np.int8)
         assert books.all_rows({}, {}, None, same).op is same
+
+
+def test_a_pool_dropped_alone_is_freed_without_the_cyclic_collector():
+    """The books hold no reference to the pool (``pull`` is passed per call), so no cycle
+    keeps a dropped pool, and its executor, alive until the cyclic collector runs."""
+    gc.disable()
+    try:
+        pool = Pool([CountingEnv] * 3, SerialExecutor(), autoreset=AutoresetMode.NEXT_STEP,
+                    batch_size=2)
+        pool.reset()
+        pool.async_reset()
+        pool.recv()
+        ref = weakref.ref(pool)
+        del pool
+        assert ref() is None  # freed now, so Pool.__del__ closed its executor now
+    finally:
+        gc.enable()
