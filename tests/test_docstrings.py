@@ -22,7 +22,7 @@ MUST_HAVE_EXAMPLES = {
     "envhive._spaces", "envhive._autoreset", "envhive._infos", "envhive.errors",
     "envhive.executors", "envhive.testing", "envhive.engines", "envhive.engines._protocol",
     "envhive.engines._registry", "envhive.engines._compiled", "envhive.engines._libmujoco",
-    "envhive._pool_wait",
+    "envhive._books",
 }
 
 

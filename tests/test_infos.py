@@ -58,9 +58,9 @@ reset_values = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_patched_inline_infos_equal_per_env_infos(data):
-    """``Pool._patch_inline_infos`` (patch the engine's batched step infos at reset slots)
-    gives exactly what the per-env way gives (``_keep_inline_infos`` + ``_batch_infos``), or
-    declines (``None``)."""
+    """``Books.patch_inline`` (patch the engine's batched step infos at reset slots) gives
+    exactly what the per-env way gives (``Books.keep_inline`` + ``take_infos``), or declines
+    (``None``)."""
     import copy
 
     import envhive
@@ -91,11 +91,11 @@ def test_patched_inline_infos_equal_per_env_infos(data):
             b.ops[:] = np.where(special, 1, 0)  # RESET where special, else STEP
         same = mode == "same_step"
         try:
-            pool._keep_inline_infos(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
-            want = pool._take_infos(range(n), n)
+            pool._books.keep_inline(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
+            want = pool._books.take_infos(range(n), n)
         except (TypeError, ValueError, AttributeError):
             return  # an incompatible mix (a dict after a number) fails the gymnasium way too
-        got = pool._patch_inline_infos(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
+        got = pool._books.patch_inline(copy.deepcopy(step_infos), copy.deepcopy(reset_infos), same)
         if any(step_infos[k].values.dtype == np.bool_ for k in keys):
             assert got is None
         if got is not None:

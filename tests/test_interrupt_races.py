@@ -292,14 +292,16 @@ def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
     pool = env.pool
     env.async_reset(seed=0)
     env.recv()
-    target = "_env_ids" if where == "before_dispatch" else "_rows_of"
-    original = getattr(pool, target)
+    # Before send's dispatch; in recv between taking the batch's ids off the ready queue and
+    # handing out its rows.
+    owner, target = (pool, "_env_ids") if where == "before_dispatch" else (pool._books, "hand_out")
+    original = getattr(owner, target)
 
     def interrupted(*args: Any) -> Any:
-        setattr(pool, target, original)
+        setattr(owner, target, original)
         raise KeyboardInterrupt
 
-    setattr(pool, target, interrupted)
+    setattr(owner, target, interrupted)
     with Watchdog(10.0, f"{name}: the pool after a Ctrl-C {where}"):
         with pytest.raises(KeyboardInterrupt):
             env.send(np.zeros(2, np.int64), [0, 1]) if where == "before_dispatch" else env.recv()

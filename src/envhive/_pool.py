@@ -5,10 +5,9 @@ per-env state machine (idle → pending → ready → idle), which op each env g
 infos are batched, and what is returned (views or copies). Sync ``step``/``reset`` are the async
 primitives (send everything, receive everything) with outputs in env order.
 
-Per-env state:
+Per-env state: what was sent and what came back (``IDLE`` → ``PENDING`` → ``READY`` → ``IDLE``)
+is in the pool's books (``_books``, which also wait for it); the pool keeps the rest:
 
-* ``IDLE``: may be sent. ``PENDING``: sent, its op is running. ``READY``: its op finished and
-  the result waits in the buffers for ``recv``.
 * ``started``: reset at least once. ``ended``: its last transition ended the episode and it
   has not been reset since (never true in same_step mode). ``broken``: its last op raised; it
   must be reset before it is stepped again.
@@ -25,7 +24,6 @@ Examples:
 
 from __future__ import annotations
 
-import collections
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +35,7 @@ from envhive._arguments import (
     action_error,
     check_agents,
     check_options,
+    check_seconds,
     check_spaces,
     env_ids_of,
     normalize_seeds,
@@ -44,18 +43,17 @@ from envhive._arguments import (
 )
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
+from envhive._books import Books
 from envhive._buffers import (
     Buffers,
     BufferSpec,
-    as_index,
     is_tensor,
     same_device,
     tensor_values,
 )
-from envhive._infos import InfoColumns, engine_columns, patch_reset_rows, split_rows, take_infos
+from envhive._infos import engine_columns, take_infos
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import Op
-from envhive._pool_wait import IDLE, PENDING, READY, Waits
 from envhive._report import Completion, EnvFactory
 from envhive._spaces import ArrayCodec
 from envhive.errors import (
@@ -80,7 +78,7 @@ _STEP = int(Op.STEP)
 _new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
 
 
-class Pool(Waits):
+class Pool:
     """A batch of envs run by one executor, with one autoreset policy.
 
     Front ends (``envhive.frontends``: gymnasium, dm_env, ...) are thin layers over this class:
@@ -160,10 +158,8 @@ class Pool(Waits):
             )
             #: Results and actions live on the device (tensors); the command block on the host.
             self.resident = resident
-            obs_codec, self._act_codec = spec.obs_codec, spec.act_codec
+            self._act_codec = spec.act_codec
             self.buffers = Buffers.allocate(spec, executor.allocate)
-            # Every env's results as handed out, whatever the layout: copies, or the views.
-            self._rows, self._views = self.buffers.row_copier(), self.buffers.row_views
             executor.bind(self.buffers)
         except BaseException:
             executor.close()
@@ -176,7 +172,6 @@ class Pool(Waits):
         for ops in self._uniform_ops:
             ops.flags.writeable = False
         self._maybe_seeded = True  # some buffers.has_seed entry may be set
-        self._status = np.zeros(n, np.int8)
         self._started = np.zeros(n, np.bool_)
         self._ended = np.zeros(n, np.bool_)
         self._broken = np.zeros(n, np.bool_)
@@ -194,18 +189,12 @@ class Pool(Waits):
         self._plain_ops = self._uniform_ops[
             _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
         ]
-        self._in_flight = 0
-        self._resets_in_flight = 0
-        self._ready: collections.deque[int] = collections.deque()
-        self._infos: dict[int, dict[str, Any]] = {}
-        self._final_infos: dict[int, dict[str, Any]] = {}
-        self._errors: dict[int, Any] = {}
+        # What was sent and what came back (per-env status, in-flight counts, infos, errors),
+        # and the rows handed out.
+        self._books = Books(self.buffers, self._all, self.batch_size, self.copy, self._broken)
+        self._rows = self._books.copies  # every env's rows as copies: step's common case
         #: Number of ``env.step`` calls made so far (resets are not steps).
         self.env_steps = 0
-        # Preallocated gather targets so that recv() with copy=False allocates no arrays.
-        k = self.batch_size
-        self._recv_out = (obs_codec.allocate(k), np.zeros((k, *spec.reward_shape), np.float64),
-                          np.zeros(k, np.bool_), np.zeros(k, np.bool_), np.zeros(k, np.int8))
         # Executors that fuse a sync call over every env into one command (Executor.run_all).
         self._run_all = executor.run_all
         # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
@@ -250,21 +239,7 @@ class Pool(Waits):
 
     def _check_sync(self, what: str) -> None:
         self._check_open()
-        if self._in_flight or self._ready:
-            raise PendingCallError(
-                f"{what}() called while {self._in_flight} sent env(s) are pending and "
-                f"{len(self._ready)} are ready but not received: call recv() until every sent "
-                "env is received before using synchronous calls"
-            )
-
-    def _check_idle(self, ids: np.ndarray, what: str) -> None:
-        busy = self._status[ids] != IDLE
-        if np.count_nonzero(busy):
-            i = int(ids[np.argmax(busy)])
-            state = "pending" if self._status[i] == PENDING else "ready but not received"
-            raise PendingCallError(
-                f"{what}: env {i} is {state}; recv() it before sending it again"
-            )
+        self._books.check_sync(what)
 
     def _check_steppable(self, ids: np.ndarray) -> None:
         if not self._any_blocked:
@@ -323,9 +298,8 @@ class Pool(Waits):
         """Write the command block for ``ids`` and hand it to the executor.
 
         ``ops=None``: the ops are already in ``buffers.ops``, with ``resets`` RESET ops among
-        them. Sync calls skip the per-env status array: they leave no env pending, so every
-        env is idle before and after them. ``send=False``: only the bookkeeping; the caller
-        runs the ops itself (``Executor.run_all``).
+        them. ``sync``: a sync call (``Books.sent``). ``send=False``: only the bookkeeping;
+        the caller runs the ops itself (``Executor.run_all``).
         """
         b = self.buffers
         sel = slice(None) if ids is self._all else ids
@@ -340,10 +314,7 @@ class Pool(Waits):
             self._maybe_seeded = True
         elif resets and self._maybe_seeded:
             self._clear_seeds(ids)
-        self._resets_in_flight += resets
-        if not sync:
-            self._status[sel] = PENDING
-        self._in_flight += ids.size
+        self._books.sent(sel, ids.size, resets, sync)
         if send:
             self.executor.send(ids, options)
 
@@ -356,14 +327,17 @@ class Pool(Waits):
                 b.big_seeds.pop(i, None)
         self._maybe_seeded = ids is not self._all
 
-    def _recv(self, min_count: int, run_all: Any = None) -> Completion:
-        """``executor.recv(min_count)``, or ``run_all()`` if given; a dead worker closes the pool."""
+    def _pull(self, min_count: int, sync: bool = False, run_all: Any = None) -> int:
+        """Receive completions of at least ``min_count`` envs (``executor.recv``; ``run_all()``
+        if given) and book them (``_absorb``): the books' ``Pull``. A dead worker closes the
+        pool."""
         try:
-            return self.executor.recv(min_count) if run_all is None else run_all(None)
+            done = self.executor.recv(min_count) if run_all is None else run_all(None)
         except WorkerDiedError:
             # The executor shut itself down (on_worker_failure="raise"): so does the pool.
             self.close()
             raise
+        return self._absorb(done, sync)
 
     def _cut_short(
         self, err: BaseException, ids: np.ndarray, always: bool = False, sync: bool = True
@@ -381,9 +355,7 @@ class Pool(Waits):
             return
         if self.closed or isinstance(err, (PendingCallError, NothingPendingError)):
             return  # raised before the call changed anything
-        if not always and isinstance(err, EnvhiveError) and not (
-            sync and (self._in_flight or self._ready)
-        ):
+        if not always and isinstance(err, EnvhiveError) and not (sync and self._books.pending):
             return  # booked before it was raised (async: other envs stay in flight)
         with deferred_interrupts():  # a second Ctrl-C must not cut this short too
             try:
@@ -391,16 +363,9 @@ class Pool(Waits):
             except BaseException:
                 self.close()  # an executor that cannot even drop its work is of no more use
                 return
-            lost = self._status != IDLE
+            lost = self._books.give_up()  # every env sent and not handed out
             lost[ids] = True
             self._broken |= lost
-            self._status.fill(IDLE)
-            self._in_flight = 0
-            self._resets_in_flight = 0
-            self._ready.clear()
-            self._infos.clear()
-            self._final_infos.clear()
-            self._errors.clear()
             self._refresh_blocked()
 
     def cut_short(self, err: BaseException) -> None:
@@ -410,36 +375,10 @@ class Pool(Waits):
         self._cut_short(err, self._all[:0], always=True, sync=False)
 
     def _absorb(self, done: Completion, sync: bool = False) -> int:
-        """Account for a completion of the general path (``send``/``recv``, ``run_all``)."""
-        b = self.buffers
-        refresh = False
-        if done.errors:
-            bad = np.fromiter(done.errors, np.int64)
-            self._status[bad] = IDLE
-            self._broken[bad] = True
-            self._in_flight -= bad.size
-            self._resets_in_flight -= int(np.count_nonzero(b.ops[bad] == _RESET))
-            self._errors.update(done.errors)
-            refresh = True
-        count = len(done.env_ids)
+        """Account for a completion of the general path (``send``/``recv``, ``run_all``): the
+        books' part (``Books.absorb``), then the envs' (``_finish_ops``)."""
+        ids, count, resets, refresh = self._books.absorb(done, sync)
         if count:
-            # Every env (ids are unique): below, ids are only used as a set.
-            ids = slice(None) if count == self.num_envs else as_index(done.env_ids)
-            self._in_flight -= count
-            if not sync:
-                self._status[ids] = READY
-                self._ready.extend(done.env_ids)
-            resets = 0
-            if self._resets_in_flight:
-                if self._in_flight:
-                    resets = int(np.count_nonzero(b.ops[ids] == _RESET))
-                else:  # nothing else in flight: every pending reset was among these envs
-                    resets = self._resets_in_flight
-                self._resets_in_flight -= resets
-            if done.infos:
-                self._infos.update(done.infos)
-            if done.final_infos:
-                self._final_infos.update(done.final_infos)
             refresh = self._finish_ops(ids, count, resets, None) or refresh
         if refresh:
             self._refresh_blocked()
@@ -505,31 +444,6 @@ class Pool(Waits):
             self._blocked |= self._ended
         self._any_blocked = bool(np.count_nonzero(self._blocked))
 
-    def _take_infos(
-        self, ids: Sequence[int], n: int, by_env: bool = False
-    ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
-        """Take the kept infos of ``ids`` as columns (``_infos.take_infos``)."""
-        return take_infos(self._infos, self._final_infos, ids, n, by_env)
-
-    def _all_rows(self, infos: InfoColumns, finals: InfoColumns, has_final: np.ndarray | None,
-                  op: np.ndarray | None = None) -> Batch:
-        """Every env's row, straight from the buffers (views, or copies with ``copy``), in
-        whatever layout they have (``Buffers.rows``).
-
-        ``op``: the row ops, if not ``buffers.ops`` (e.g. a shared read-only row of one op, for
-        a call where every env ran the same op: nothing to copy).
-        """
-        if self.copy:
-            obs, reward, term, trunc, final_obs, agents = self._rows(has_final is not None)
-            if op is None:
-                op = self.buffers.ops.copy()
-        else:
-            obs, reward, term, trunc, final_obs, agents = self._views[has_final is not None]
-            if op is None:
-                op = self.buffers.ops
-        return _new_batch(Batch, (self._all, obs, reward, term, trunc, op, final_obs, has_final,
-                                  infos, finals, agents))
-
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
         """Reset all envs (or those in ``options["reset_mask"]``); one row per env.
@@ -548,21 +462,21 @@ class Pool(Waits):
         seeds = self._take_seeds(seed, ids)
         try:
             self._dispatch(ids, _RESET, seeds, options, sync=True)
-            self._drain_all()
+            self._books.drain(self._pull)
         except BaseException as err:
             self._cut_short(err, ids)
             raise
-        infos, _, _ = self._take_infos(ids.tolist(), self.num_envs, by_env=True)
+        infos, _, _ = self._books.take_infos(ids.tolist(), self.num_envs, by_env=True)
         op = np.full(self.num_envs, NO_OP, np.int8)
         op[ids] = _RESET
-        return self._all_rows(infos, {}, None, op)
+        return self._books.all_rows(infos, {}, None, op)
 
     def step(self, actions: Any) -> Batch:
         """Step every env with its action (autoreset as planned by the pool's mode)."""
         # A try block costs nothing in CPython 3.11+ until it catches.
         try:
             if self._step_all is not None and not (
-                self.closed or self._in_flight or self._ready or self._any_blocked
+                self.closed or self._books.in_flight or self._books.ready or self._any_blocked
             ):
                 # The inline path, for executors that run a whole step inline (Executor.step_all):
                 # the same semantics as the general path in fewer numpy calls (no command block
@@ -598,15 +512,15 @@ class Pool(Waits):
                     if step_infos is None and not reset_infos:
                         # No infos at all (kernels): only same_step's rows that ended.
                         if done and not self._keeps_ended:
-                            return self._all_rows({}, {}, b.terminated | b.truncated, op)
-                        if op is not None and self.copy:  # _all_rows' common case, inline
+                            return self._books.all_rows({}, {}, b.terminated | b.truncated, op)
+                        if op is not None and self.copy:  # all_rows' common case, inline
                             obs, reward, term, trunc, _, agents = self._rows(False)
                             return _new_batch(Batch, (self._all, obs, reward, term, trunc, op,
                                                       None, None, {}, {}, agents))
-                        return self._all_rows({}, {}, None, op)
+                        return self._books.all_rows({}, {}, None, op)
                     return self._inline_rows(step_infos, reset_infos, resets, done, op)
             if self._fused and type(actions) is np.ndarray and not (
-                self.closed or self._in_flight or self._ready or self._any_blocked
+                self.closed or self._books.in_flight or self._books.ready or self._any_blocked
             ) and actions.shape == self._act_batch_shape and actions.dtype.char in self._act_chars and (
                 self._act_codec.in_bounds(actions)  # type: ignore[attr-defined]  # ArrayCodec
             ):
@@ -619,10 +533,10 @@ class Pool(Waits):
             resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
             self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
             if self._run_all is not None:
-                self._absorb(self._recv(0, self._run_all), sync=True)
-            self._drain_all()
-            infos, finals, has_final = self._take_infos(range(self.num_envs), self.num_envs)
-            return self._all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+                self._pull(0, True, self._run_all)
+            self._books.drain(self._pull)
+            infos, finals, has_final = self._books.take_infos(range(self.num_envs), self.num_envs)
+            return self._books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
         except BaseException as err:
             self._cut_short(err, self._all)
             raise
@@ -631,31 +545,31 @@ class Pool(Waits):
         """``step``'s general path in fewer moves, for executors that fuse a sync call
         (``Executor.run_all``) and a valid batch of actions that is one array.
 
-        The same books as ``_dispatch`` + ``_absorb`` + ``_drain_all`` keep: when every env
+        The same books as ``_dispatch`` + ``_absorb`` + ``Books.drain`` keep: when every env
         reports its op with no error (the common case), they reduce to the counts below. An
         env that raised takes the general bookkeeping, which raises its error.
         """
-        b, n = self.buffers, self.num_envs
+        b, n, books = self.buffers, self.num_envs, self._books
         b.actions[...] = actions
         resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
         if resets and self._maybe_seeded:
             self._clear_seeds(self._all)
-        self._in_flight, self._resets_in_flight = n, resets  # a Ctrl-C in the run drops them
+        books.in_flight, books.resets_in_flight = n, resets  # a Ctrl-C in the run drops them
         try:
             done = self._run_all(None)  # type: ignore[misc]  # set: _fused says so
-        except WorkerDiedError:  # as _recv: the executor shut itself down, so does the pool
+        except WorkerDiedError:  # as _pull: the executor shut itself down, so does the pool
             self.close()
             raise
         if done.errors:
             self._absorb(done, sync=True)
-            self._drain_all()  # raises the first env's error, every env idle again
-        self._in_flight = self._resets_in_flight = 0
+            books.drain(self._pull)  # raises the first env's error, every env idle again
+        books.in_flight = books.resets_in_flight = 0
         if self._finish_ops(self._every, n, resets, done.ended):
             self._refresh_blocked()
         op = None if resets else self._plain_ops
         if done.infos or done.final_infos:
-            return self._all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
-        return self._all_rows({}, {}, None, op)
+            return books.all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
+        return books.all_rows({}, {}, None, op)
 
     def _inline_rows(
         self, step_infos: Any, reset_infos: dict[int, dict[str, Any]] | None, resets: int,
@@ -664,34 +578,9 @@ class Pool(Waits):
         """The rows of an inline step whose engine gave infos (``step``'s inline path)."""
         n, same_step = self.num_envs, not self._keeps_ended
         columns = engine_columns(step_infos, n)
-        if resets or (done and same_step):
-            # Some env was reset by this call: its row gets its reset info (and in same_step
-            # mode its step info as final info), as on the general path.
-            patched = self._patch_inline_infos(columns, reset_infos or {}, same_step)
-            if patched is not None:
-                return self._all_rows(*patched)
-            self._keep_inline_infos(columns, reset_infos or {}, same_step)
-            return self._all_rows(*self._take_infos(range(n), n))
-        return self._all_rows(columns, {}, None, op)
-
-    def _patch_inline_infos(
-        self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
-    ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None] | None:
-        """``patch_reset_rows`` for this step: rows reset by it (same_step: rows that ended)."""
-        b = self.buffers
-        ended = b.terminated | b.truncated
-        special = np.flatnonzero(ended if same_step else (b.ops == _RESET))
-        return patch_reset_rows(step_infos, reset_infos, special, ended if same_step else None)
-
-    def _keep_inline_infos(
-        self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
-    ) -> None:
-        """Keep an inline step's infos per env, as ``_absorb`` keeps the general path's."""
-        b = self.buffers
-        ended = (b.terminated | b.truncated).tolist() if same_step else None
-        infos, finals = split_rows(step_infos, reset_infos, b.ops.tolist(), ended)
-        self._infos.update(infos)
-        self._final_infos.update(finals)
+        if resets or (done and same_step):  # some env was reset by this call
+            return self._books.all_rows(*self._books.inline_infos(columns, reset_infos or {}, same_step))
+        return self._books.all_rows(columns, {}, None, op)
 
     def _take_seeds(self, seed: Any, ids: np.ndarray) -> list[int | None]:
         """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed
@@ -713,7 +602,7 @@ class Pool(Waits):
         try:
             self._check_open()
             ids = self._env_ids(env_id)
-            self._check_idle(ids, "async_reset")
+            self._books.check_idle(ids, "async_reset")
             check_options(options)
             seeds = self._take_seeds(seed, ids)
             dispatched = True
@@ -729,7 +618,7 @@ class Pool(Waits):
         try:  # guarded whole, as async_reset
             self._check_open()
             ids = self._env_ids(env_id)
-            self._check_idle(ids, "send")
+            self._books.check_idle(ids, "send")
             batch = self._validated_actions(actions, ids)
             self._check_steppable(ids)
             self.buffers.put_actions(ids, batch)
@@ -737,6 +626,62 @@ class Pool(Waits):
             self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
         except BaseException as err:
             self._cut_short(err, ids, always=dispatched, sync=False)
+            raise
+
+    @property
+    def pending(self) -> int:
+        """How many envs were sent and are not received yet (running, or ready for ``recv``)."""
+        return self._books.pending
+
+    def recv(self) -> Batch:
+        """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
+        self._check_open()
+        books, ids = self._books, self._all[:0]
+        try:  # to the return: envs taken off the books are handed out or given up (_books)
+            ids = books.take(self.batch_size, self._pull)
+            return books.hand_out(ids, self.batch_size)
+        except BaseException as err:
+            # Rows taken and not handed out are lost with the rest: their envs need a reset.
+            self._cut_short(err, ids, sync=False)
+            raise
+
+    def wait(self, timeout: float | None = None, *, caller: str = "wait") -> Batch:
+        """Receive every env in flight at once: one row per env of the pool, in env order.
+
+        After ``send``/``async_reset`` of any envs, ``wait`` waits for all of them and returns
+        what ``step``/``reset`` would: every env's row, envs that were not sent with op
+        ``NO_OP`` and their current observation: gymnasium's ``step_wait``/``reset_wait``.
+
+        Args:
+            timeout: seconds to wait at most (``None``: until done). If the envs have not
+                all finished by then, :class:`~envhive.errors.WaitTimeoutError` is raised and
+                they stay in flight: a later ``wait`` (or ``recv``) returns them.
+            caller: the name the timeout's message gives the call (``"step_wait"``, ...).
+
+        Raises:
+            envhive.NothingPendingError: nothing was sent.
+            envhive.WaitTimeoutError: ``timeout`` ran out.
+            envhive.EnvWorkerError: an env raised; it is raised once every env sent has
+                finished, the others' results are dropped with it and every env is idle again
+                (as for ``step``).
+
+        Examples:
+            >>> import envhive
+            >>> pool = envhive.make("CartPole-v1", num_envs=3, seed=0).pool
+            >>> pool.async_reset([0, 2])
+            >>> batch = pool.wait(timeout=10.0)
+            >>> batch.op.tolist(), batch.obs.shape
+            ([1, -1, 1], (3, 4))
+            >>> pool.close()
+        """
+        self._check_open()
+        check_seconds(timeout, "timeout", zero_ok=True)
+        n = self.num_envs
+        try:  # to the return: the books change below (see _books)
+            op = self._books.wait_all(self._pull, timeout, caller)
+            return self._books.all_rows(*self._books.take_infos(range(n), n), op)
+        except BaseException as err:
+            self._cut_short(err, self._all[:0], sync=False)
             raise
 
     # ------------------------------------------------------------------ env access
@@ -784,8 +729,7 @@ class Pool(Waits):
         finished by the next ``close()``, as the executor's close is."""
         if not self.closed:
             self.closed = True
-            self._ready.clear()
-            self._in_flight = 0
+            self._books.give_up()
         executor = getattr(self, "executor", None)
         if executor is not None:
             executor.close()

@@ -276,7 +276,7 @@ def test_kernel_steps_never_build_per_env_infos(mode: str) -> None:
         def refuse(*args: object, **kwargs: object) -> None:
             raise AssertionError("per-env infos built for a kernel step")
 
-        env._pool._keep_inline_infos = refuse  # type: ignore[method-assign]
+        env._pool._books.keep_inline = refuse  # type: ignore[method-assign]
         ends = 0
         for t in range(300):
             _, _, term, trunc, info = env.step(np.full(16, t % 2, np.int64))

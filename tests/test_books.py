@@ -1,0 +1,177 @@
+"""The pool's books (``envhive._books.Books``) on their own: scripted completions, no executor."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from envhive._books import IDLE, PENDING, READY, Books
+from envhive._buffers import Buffers, BufferSpec
+from envhive._ops import Op
+from envhive._pool import Pool
+from envhive._report import Completion
+from envhive.errors import EnvWorkerError, NothingPendingError, WaitTimeoutError
+from envhive.executors import SerialExecutor
+from envhive.testing import CountingEnv
+
+N = 5
+
+
+def _books(batch_size: int = 2, copy: bool = True) -> tuple[Books, Buffers, np.ndarray]:
+    b = Buffers.allocate(BufferSpec(N, spaces.Box(-1, 1, (2,)), spaces.Discrete(2)))
+    every = np.arange(N)
+    broken = np.zeros(N, np.bool_)
+    return Books(b, every, batch_size, copy, broken), b, broken
+
+
+def _send(books: Books, b: Buffers, ids: list[int], op: Op = Op.STEP) -> None:
+    """What ``Pool._dispatch`` books for an async send of ``ids``."""
+    b.ops[ids] = op
+    books.sent(np.array(ids), len(ids), len(ids) if op == Op.RESET else 0, sync=False)
+
+
+def _script(books: Books, *completions: Completion, sync: bool = False
+            ) -> tuple[Callable[[int, bool], int], list[int]]:
+    """A ``pull`` that books the next scripted completion (an empty one once they run out),
+    and the ``min_count`` of each call."""
+    queue, asked = list(completions), []
+
+    def pull(min_count: int, is_sync: bool) -> int:
+        asked.append(min_count)
+        assert is_sync == sync
+        return books.absorb(queue.pop(0) if queue else Completion(), is_sync)[1]
+
+    return pull, asked
+
+
+def _err(i: int) -> EnvWorkerError:
+    return EnvWorkerError(f"env {i} failed", env_id=i)
+
+
+def test_recv_takes_first_come_first_served_and_only_hand_out_marks_them_idle():
+    books, b, _ = _books(batch_size=2)
+    _send(books, b, [0, 1, 2, 3])
+    assert books.status.tolist() == [PENDING] * 4 + [IDLE]
+    b.obs[:] = np.arange(N)[:, None]
+    pull, asked = _script(books, Completion(env_ids=[3], infos={3: {"x": 3}}),
+                          Completion(env_ids=[1, 0]))
+    ids = books.take(2, pull)
+    assert ids.tolist() == [3, 1]  # in the order they finished
+    assert asked == [2, 1]  # asks only for what is still missing
+    assert list(books.ready) == [0] and books.in_flight == 1 and books.pending == 2
+    # Taken, not handed out: still READY, so a call cut short here loses them (give_up).
+    assert books.status[[3, 1]].tolist() == [READY, READY]
+    batch = books.hand_out(ids, 2)
+    assert books.status.tolist() == [READY, IDLE, PENDING, IDLE, IDLE]
+    assert batch.env_ids.tolist() == [3, 1] and batch.obs[:, 0].tolist() == [3.0, 1.0]
+    assert batch.infos["x"].values.tolist()[0] == 3 and books.infos == {}
+
+
+def test_an_error_is_raised_after_the_bookkeeping_lowest_env_first():
+    books, b, broken = _books(batch_size=3)
+    _send(books, b, [0, 1, 2, 3], Op.RESET)
+    pull, _ = _script(books, Completion(env_ids=[0], errors={3: _err(3), 1: _err(1)}))
+    with pytest.raises(EnvWorkerError) as caught:
+        books.take(3, pull)
+    assert caught.value.env_id == 1  # the lowest env id, not the first reported
+    # Booked before it was raised: the failed envs idle and broken, the others where they were.
+    assert broken.tolist() == [False, True, False, True, False]
+    assert books.status.tolist() == [READY, IDLE, PENDING, IDLE, IDLE]
+    assert list(books.ready) == [0] and books.in_flight == 1 and books.resets_in_flight == 1
+    assert books.errors == {}  # env 3's error went with env 1's
+
+
+def test_absorb_counts_the_resets_among_what_came_back():
+    books, b, _ = _books()
+    _send(books, b, [0, 1], Op.RESET)
+    _send(books, b, [2, 3], Op.STEP)
+    assert books.resets_in_flight == 2
+    ids, count, resets, failed = books.absorb(Completion(env_ids=[1, 2]), sync=False)
+    assert (count, resets, failed) == (2, 1, False) and ids == slice(1, 3)
+    _, count, resets, _ = books.absorb(Completion(env_ids=[3, 0]), sync=False)
+    assert (count, resets) == (2, 1) and books.resets_in_flight == 0 and books.in_flight == 0
+
+
+def test_drain_of_a_sync_call_drops_every_info_with_the_error_and_leaves_all_idle():
+    books, b, _ = _books()
+    b.ops[:] = Op.STEP
+    books.sent(slice(None), N, 0, sync=True)
+    assert books.status.tolist() == [IDLE] * N  # sync calls leave the status alone
+    pull, asked = _script(books, Completion(env_ids=[0, 1], infos={0: {"a": 1}}),
+                          Completion(env_ids=[2, 4], infos={4: {"a": 2}}, errors={3: _err(3)}),
+                          sync=True)
+    with pytest.raises(EnvWorkerError, match="env 3"):
+        books.drain(pull)
+    assert asked == [5, 3]
+    assert books.in_flight == 0 and books.infos == {} and not books.ready
+    assert books.status.tolist() == [IDLE] * N
+
+
+def test_wait_all_times_out_leaving_the_envs_in_flight_then_takes_every_env_sent():
+    books, b, _ = _books()
+    _send(books, b, [1, 3], Op.RESET)
+    pull, asked = _script(books, Completion(env_ids=[3]))
+    with pytest.raises(WaitTimeoutError, match="1 of the envs sent are still running"):
+        books.wait_all(pull, 0.01, "step_wait")
+    assert set(asked) == {0}  # polled without waiting
+    assert books.status.tolist() == [IDLE, PENDING, IDLE, READY, IDLE] and books.in_flight == 1
+    pull, _ = _script(books, Completion(env_ids=[1]))
+    op = books.wait_all(pull, None, "wait")
+    assert op.tolist() == [-1, int(Op.RESET), -1, int(Op.RESET), -1]  # NO_OP if not sent
+    assert books.status.tolist() == [IDLE] * N and not books.ready and books.pending == 0
+    with pytest.raises(NothingPendingError, match="wait"):
+        books.wait_all(pull, None, "wait")
+
+
+def test_recv_with_too_few_sent_changes_nothing():
+    books, b, _ = _books(batch_size=3)
+    _send(books, b, [0, 1])
+    pull, asked = _script(books)
+    with pytest.raises(NothingPendingError, match="batches of 3 envs but only 2 are pending"):
+        books.take(3, pull)
+    assert asked == [] and books.in_flight == 2
+
+
+def test_give_up_reports_every_env_not_idle_and_empties_the_books():
+    books, b, _ = _books()
+    _send(books, b, [0, 2, 4], Op.RESET)
+    books.absorb(Completion(env_ids=[2], infos={2: {}}, errors={4: _err(4)}), sync=False)
+    lost = books.give_up()
+    assert lost.tolist() == [True, False, True, False, False]  # 4 failed: idle already
+    assert books.status.tolist() == [IDLE] * N and books.pending == 0
+    assert books.resets_in_flight == 0 and books.errors == {} and books.infos == {}
+
+
+def test_every_env_rows_are_views_or_copies_with_the_given_ops():
+    for copy in (True, False):
+        books, b, _ = _books(copy=copy)
+        b.ops[:] = Op.STEP
+        rows = books.all_rows({}, {}, None)
+        assert rows.env_ids.tolist() == list(range(N))
+        assert np.shares_memory(rows.obs, b.obs) is not copy
+        assert np.shares_memory(rows.op, b.ops) is not copy
+        same = np.full(N, int(Op.RESET), np.int8)
+        assert books.all_rows({}, {}, None, same).op is same
+
+
+def test_a_pool_dropped_alone_is_freed_without_the_cyclic_collector():
+    """The books hold no reference to the pool (``pull`` is passed per call), so no cycle
+    keeps a dropped pool, and its executor, alive until the cyclic collector runs."""
+    gc.disable()
+    try:
+        pool = Pool([CountingEnv] * 3, SerialExecutor(), autoreset=AutoresetMode.NEXT_STEP,
+                    batch_size=2)
+        pool.reset()
+        pool.async_reset()
+        pool.recv()
+        ref = weakref.ref(pool)
+        del pool
+        assert ref() is None  # freed now, so Pool.__del__ closed its executor now
+    finally:
+        gc.enable()
