@@ -462,3 +462,30 @@ def test_interpreter_exit_with_stuck_threads_is_bounded():
         pytest.fail("the interpreter did not exit within 12 s with 2 threads stuck in env calls")
     assert "exiting" in done.stdout, done.stderr
     assert done.stderr.count("still inside an env call") == 2, done.stderr
+
+
+@pytest.mark.parametrize("name", ["serial", "process"])
+def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
+    """A Ctrl-C in wait() after every env came back and was taken off the books, before its
+    rows are handed out: those rows are lost, so their envs need a reset (stepping them
+    raises ResetNeededError), as for envs a cut-short recv took; envs not sent are untouched."""
+    env = make(name)
+    pool = env.pool
+    env.reset(seed=0)
+    pool.send(np.zeros(2, np.int64), [0, 1])
+    original = pool._books.all_rows
+
+    def interrupted(*args: Any) -> Any:
+        pool._books.all_rows = original  # type: ignore[method-assign]
+        raise KeyboardInterrupt
+
+    pool._books.all_rows = interrupted  # type: ignore[method-assign]
+    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C in wait"):
+        with pytest.raises(KeyboardInterrupt):
+            pool.wait()
+        with pytest.raises(envhive.ResetNeededError):
+            pool.send(np.zeros(1, np.int64), [0])
+        pool.send(np.zeros(2, np.int64), [2, 3])  # not sent before: still steppable
+        assert pool.wait().op.tolist()[2:] == [int(envhive._ops.Op.STEP)] * 2
+        assert_fresh_and_usable(env)
+    env.close()

@@ -43,7 +43,7 @@ from envhive._arguments import (
 )
 from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
-from envhive._books import Books
+from envhive._books import IDLE, Books
 from envhive._buffers import (
     Buffers,
     BufferSpec,
@@ -676,12 +676,16 @@ class Pool:
         """
         self._check_open()
         check_seconds(timeout, "timeout", zero_ok=True)
-        n = self.num_envs
+        n, books = self.num_envs, self._books
+        sent = self._all[:0]
         try:  # to the return: the books change below (see _books)
-            op = self._books.wait_all(self._pull, timeout, caller)
-            return self._books.all_rows(*self._books.take_infos(range(n), n), op)
+            # Every env sent: cut short by a Ctrl-C, their rows are lost (they need a reset),
+            # also once wait_all has marked them idle and before their rows are handed out.
+            sent = np.flatnonzero(books.status != IDLE)
+            op = books.wait_all(self._pull, timeout, caller)
+            return books.all_rows(*books.take_infos(range(n), n), op)
         except BaseException as err:
-            self._cut_short(err, self._all[:0], sync=False)
+            self._cut_short(err, sent, sync=False)
             raise
 
     # ------------------------------------------------------------------ env access
