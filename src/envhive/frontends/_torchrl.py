@@ -128,6 +128,22 @@ def _from_entries(value: Any, space: spaces.Space) -> Any:
     return value
 
 
+class _Carry:
+    """What one call leaves for the next (the rows the last step reset and their reset
+    observations, the last observations handed out). A plain object: ``EnvBase`` is a
+    ``torch.nn.Module``, whose ``__setattr__`` costs microseconds per attribute, and these
+    change on every step."""
+
+    __slots__ = ("rows", "stash", "last_obs")
+
+    def __init__(self) -> None:
+        # Rows whose env ended on the last step and was already reset (same_step), with
+        # their reset observations: what the next "_reset" of those rows returns.
+        self.rows = np.zeros(0, np.int64)
+        self.stash: Any = None
+        self.last_obs: Any = None  # the last observations handed out (numpy tree)
+
+
 class TorchRLEnv(EnvBase):
     """A batch-locked TorchRL env over an envhive pool (see the module docstring).
 
@@ -172,11 +188,7 @@ class TorchRLEnv(EnvBase):
             shape=(n,), device=device,
         )
         self._action_start = self._discrete_start(pool.action_space)
-        # Rows whose env ended on the last step and was already reset (same_step), with
-        # their reset observations: what the next "_reset" of those rows returns.
-        self._stash_rows = np.zeros(0, np.int64)
-        self._stash: Any = None
-        self._last_obs: Any = None  # the last observations handed out (numpy tree)
+        self._carry = _Carry()
 
     @staticmethod
     def _discrete_start(space: spaces.Space) -> int:
@@ -188,7 +200,8 @@ class TorchRLEnv(EnvBase):
         TorchRL's GymWrapper seeds a gymnasium vector env); later resets continue each env's
         own generator."""
         self.pool.reset(seed=seed)
-        self._stash_rows, self._stash = self._stash_rows[:0], None
+        c = self._carry
+        c.rows, c.stash = c.rows[:0], None
 
     def _td(self, source: dict[str, Any]) -> TensorDict:
         """A tensordict of this env's batch size and device from tensors already there
@@ -213,10 +226,10 @@ class TorchRLEnv(EnvBase):
                 "terminated": to(terminated.reshape(n, 1)), "truncated": to(truncated.reshape(n, 1))}
 
     def _no_flags(self) -> dict[str, Any]:
-        """Every flag clear (a reset), made on the device."""
+        """Every flag clear (a reset), made on the device (three views of one allocation)."""
         n = self.pool.num_envs
-        return {key: torch.zeros((n, 1), dtype=torch.bool, device=self.device)
-                for key in ("done", "terminated", "truncated")}
+        done, terminated, truncated = torch.zeros((3, n, 1), dtype=torch.bool, device=self.device)
+        return {"done": done, "terminated": terminated, "truncated": truncated}
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = _from_entries(tensordict.get("action"), self.pool.action_space)
@@ -224,19 +237,18 @@ class TorchRLEnv(EnvBase):
         if self._action_start:
             actions = actions + self._action_start
         b = self.pool.step(actions)
-        obs = b.obs
+        obs, c = b.obs, self._carry
         if b.has_final is not None:
             # Same_step reset these envs already: keep their reset observations for the
             # "_reset" TorchRL asks for next, and report the true terminal observations.
             rows = np.flatnonzero(b.has_final)
-            self._stash_rows = rows
-            self._stash = clone_tree(tree_map(lambda o: o[rows], obs))
+            c.rows = rows
+            c.stash = clone_tree(tree_map(lambda o: o[rows], obs))
             tree_map(lambda o, f: o.__setitem__(rows, f[rows]), obs, b.final_obs)
         else:
-            self._stash_rows = self._stash_rows[:0]
-            self._stash = None
+            c.rows, c.stash = c.rows[:0], None
         # Handed out as zero-copy tensors: never written again (later changes copy first).
-        self._last_obs = obs
+        c.last_obs = obs
         n = self.pool.num_envs
         out = self._flags(b.terminated, b.truncated)
         reward: Any = b.reward  # a tensor when the pool is resident
@@ -245,28 +257,28 @@ class TorchRLEnv(EnvBase):
         return self._td(self._obs_entries(obs, out))
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
-        n = self.pool.num_envs
+        n, c = self.pool.num_envs, self._carry
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        if mask is None or (bool(mask.all()) and not self._stash_rows.size):
+        if mask is None or (bool(mask.all()) and not c.rows.size):
             obs = self.pool.reset().obs
-            self._stash_rows, self._stash = self._stash_rows[:0], None
+            c.rows, c.stash = c.rows[:0], None
         else:
             want = mask.reshape(n).cpu().numpy()
             stashed = np.zeros(n, np.bool_)
-            stashed[self._stash_rows] = True
+            stashed[c.rows] = True
             fresh = want & ~stashed
             if fresh.any():  # envs that had not ended: a real reset
                 obs = self.pool.reset(options={"reset_mask": fresh}).obs
             else:
-                obs = clone_tree(self._last_obs)
-            use = want[self._stash_rows]
+                obs = clone_tree(c.last_obs)
+            use = want[c.rows]
             if use.any():
-                rows = self._stash_rows[use]
-                tree_map(lambda o, s: o.__setitem__(rows, s[use]), obs, self._stash)
+                rows, stash = c.rows[use], c.stash
+                tree_map(lambda o, s: o.__setitem__(rows, s[use]), obs, stash)
             keep = ~use
-            self._stash_rows = self._stash_rows[keep]
-            self._stash = None if not keep.any() else tree_map(lambda s: s[keep], self._stash)
-        self._last_obs = obs
+            c.rows = c.rows[keep]
+            c.stash = None if not keep.any() else tree_map(lambda s: s[keep], c.stash)
+        c.last_obs = obs
         return self._td(self._obs_entries(obs, self._no_flags()))
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -277,22 +289,31 @@ class TorchRLEnv(EnvBase):
         done env the last step did not end, transforms' own resets) takes the generic path.
         """
         done = tensordict.get("done", None)
-        if done is None or not self._stash_rows.size:
+        c = self._carry
+        if done is None or not c.rows.size:
             return super().maybe_reset(tensordict)
         n = self.pool.num_envs
         rows = np.flatnonzero(done.reshape(n).cpu().numpy())
-        if not np.array_equal(rows, self._stash_rows):
+        if not np.array_equal(rows, c.rows):
             return super().maybe_reset(tensordict)
         # The envs' current observations: the last ones with the reset rows put in, as new
         # arrays (the last ones are the "next" tensors a rollout or collector already holds).
-        current = clone_tree(self._last_obs)
-        tree_map(lambda o, s: o.__setitem__(rows, s), current, self._stash)
-        self._last_obs = current
-        self._stash_rows, self._stash = self._stash_rows[:0], None
+        current = clone_tree(c.last_obs)
+        stash = c.stash
+        tree_map(lambda o, s: o.__setitem__(rows, s), current, stash)
+        c.last_obs = current
+        c.rows, c.stash = c.rows[:0], None
         # Every done env was reset, and only done envs can have a flag set: all flags clear.
         entries = self._obs_entries(current, self._no_flags())
+        # A plain TensorDict takes entries made here (this env's batch size and device)
+        # without set()'s checks, which cost several microseconds per key per step.
+        put = tensordict._set_str if type(tensordict) is TensorDict else None
         for key, value in entries.items():
-            tensordict.set(key, self._td(value) if isinstance(value, dict) else value)
+            value = self._td(value) if isinstance(value, dict) else value
+            if put is not None:
+                put(key, value, inplace=False, validated=True)
+            else:
+                tensordict.set(key, value)
         return tensordict
 
     def close(self, *, raise_if_closed: bool = True) -> None:
