@@ -134,7 +134,7 @@ class _Carry:
     ``torch.nn.Module``, whose ``__setattr__`` costs microseconds per attribute, and these
     change on every step."""
 
-    __slots__ = ("rows", "stash", "last_obs")
+    __slots__ = ("last_obs", "rows", "stash")
 
     def __init__(self) -> None:
         # Rows whose env ended on the last step and was already reset (same_step), with
