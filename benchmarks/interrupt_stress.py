@@ -7,8 +7,9 @@ Each cell is an executor (serial; thread, 2 threads for 4 envs, so the caller st
 process, 2 workers; native, ``envhive/CartPole-v1``; atari, ``envhive/Pong-v5`` on the native
 Atari engine's 2 worker processes), an operation (a loop of sync ``step``
 (TorchRL: ``rollout``), a loop of ``reset``, an async ``send``/``recv`` loop over half the
-envs, a loop of ``call``, or ``close`` with work in flight) and a front end (gymnasium,
-TorchRL, SB3). A real SIGINT (a timer thread's ``os.kill``) is sent at a random delay into
+envs, a loop of ``send`` of every env then ``wait`` (gymnasium: ``step_async``/
+``step_wait``), a loop of ``call``, or ``close`` with work in flight) and a front end
+(gymnasium, TorchRL, SB3). A real SIGINT (a timer thread's ``os.kill``) is sent at a random delay into
 the operation, ``--trials`` times per cell. After each interrupt:
 
 * the pool must still be usable: a seeded ``reset()`` then 3 steps must give exactly what a
@@ -84,7 +85,7 @@ class StressEnv(CountingEnv):
 
 EXECUTORS = ["serial", "thread", "process", "native", "atari"]
 NATIVE = ("native", "atari")  # compiled ids: no per-env objects, the whole frame compared
-OPS = ["step", "reset", "recv", "call", "close"]
+OPS = ["step", "reset", "recv", "wait", "call", "close"]
 APIS = ["gymnasium", "torchrl", "sb3"]
 
 
@@ -169,6 +170,16 @@ class FrontEnd:
             got = recv()
             ids = got[4]["env_id"] if self.api == "gymnasium" else got.env_ids
             send(self.zeros[: len(ids)], ids)
+
+    def loop_wait(self) -> None:
+        # gymnasium's step_async/step_wait (Pool.wait underneath); the pool's for the others.
+        while True:
+            if self.api == "gymnasium":
+                self.env.step_async(self.zeros)
+                self.env.step_wait()
+            else:
+                self.pool.send(self.zeros)
+                self.pool.wait()
 
     def loop_call(self) -> None:
         while True:
