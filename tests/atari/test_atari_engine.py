@@ -3,6 +3,7 @@ worker (an error, never a hang), and clean shutdown."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -65,19 +66,66 @@ def test_a_dead_worker_raises_instead_of_hanging():
     env.close()
 
 
-def test_close_stops_the_workers_and_frees_shared_memory():
+def _shared_fds() -> dict[str, int]:
+    """This process's descriptors of the engine's kinds: memfd blocks, eventfd semaphores."""
+    kinds = {"memfd:envhive": 0, "anon_inode:[eventfd]": 0}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        for kind in kinds:
+            kinds[kind] += target.startswith(kind) or target.startswith("/" + kind)
+    return kinds
+
+
+@pytest.fixture(params=["fd", "named"])
+def transport(request, monkeypatch):
+    """The engine's two transports: a memfd block and eventfd semaphores (Linux), or the
+    fallback elsewhere, a named segment and multiprocessing's semaphores."""
+    from envhive.executors import _atari, _fdsync
+
+    if request.param == "fd" and not _fdsync.fd_sharing():
+        pytest.skip("no memfd_create/eventfd here")
+    if request.param == "named":
+        monkeypatch.setattr(_atari, "fd_sharing", lambda: False)
+    return request.param
+
+
+def block_freed(engine):
+    """A check, after close, that the engine's block is gone: the named segment unlinked,
+    or the memfd's descriptor closed in this process."""
+    if engine._shm is not None:
+        name = engine._shm.name
+        return lambda: not os.path.exists(f"/dev/shm/{name}")
+    return lambda: engine._block.fileno() == -1
+
+
+def test_close_stops_the_workers_and_frees_shared_memory(transport):
+    gc.collect()  # the arrays of earlier tests' pools, which hold their mappings
+    before = _shared_fds()
     env = envhive.make(ID, num_envs=2, seed=0, executor="native")
     engine = engine_of(env)
-    name = engine._shm.name
+    freed = block_freed(engine)
     procs = list(engine._procs)
+    env.reset()
+    env.step(np.zeros(2, np.int64))
+    if transport == "fd":
+        assert _shared_fds()["anon_inode:[eventfd]"] == before["anon_inode:[eventfd]"] + 4
     env.close()
     assert all(not p.is_alive() for p in procs)
-    assert not os.path.exists(f"/dev/shm/{name}")
+    assert freed()
+    assert _shared_fds()["anon_inode:[eventfd]"] == before["anon_inode:[eventfd]"]
     env.close()  # idempotent
+    # The pool's buffers are the block's arrays: the block's memory (and, before Python
+    # 3.13, the descriptor its mapping keeps) goes with them.
+    del env, engine, freed
+    gc.collect()
+    assert _shared_fds() == before
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_views(mode):
+def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_views(mode, transport):
     """The pool's result arrays are the shared block's (no copy per step); a close while the
     user still holds views of them (copy=False) unlinks the segment, and the views stay
     readable."""
@@ -90,9 +138,9 @@ def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_v
     env.reset()
     obs = env.step(np.zeros(2, np.int64))[0]  # a view (copy=False)
     want = obs.copy()
-    name = engine._shm.name
+    freed = block_freed(engine)
     env.close()
-    assert not os.path.exists(f"/dev/shm/{name}")
+    assert freed()
     np.testing.assert_array_equal(obs, want)
 
 
@@ -129,3 +177,58 @@ def test_an_env_error_in_a_queued_command_is_that_envs_error_and_the_rest_go_on(
     assert out.errors[1].cause_type == "ActionError" and "99" in str(out.errors[1])
     assert all(out.infos[i]["elapsed_step"] == 1 for i in (0, 2, 3))
     env.close()
+
+
+_NO_HELPERS = """
+import json, os, sys
+import numpy as np
+import envhive
+from envhive.executors import NativeExecutor
+
+def tree(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        kids = []
+    return [k for kid in kids for k in [kid, *tree(kid)]]
+
+def cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\\0", b" ").decode()
+
+env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(2), batch_size=2)
+env.reset()
+env.step(np.zeros(4, np.int64))
+env.async_reset()
+env.recv()
+env.recv()
+children = [cmdline(p) for p in tree(os.getpid())]
+env.close()
+print(json.dumps({"running": children, "after_close": [cmdline(p) for p in tree(os.getpid())]}))
+"""
+
+
+def test_a_pool_starts_its_workers_and_no_other_process():
+    """No resource tracker and no forkserver beside the two workers: nothing the engine
+    shares has a name to clean up after a SIGKILL (a memfd block, eventfd semaphores), and
+    the workers are spawned. Checked in a fresh interpreter (another test's process pool
+    would have started both)."""
+    import json
+    import subprocess
+    import sys
+
+    from envhive.executors._fdsync import fd_sharing
+
+    if not fd_sharing():
+        pytest.skip("no memfd_create/eventfd here: the fallback keeps multiprocessing's tracker")
+    src = os.path.join(os.path.dirname(envhive.__file__), os.pardir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(src), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", _NO_HELPERS], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert len(report["running"]) == 2, report
+    assert all("spawn_main" in c for c in report["running"]), report
+    assert not any("resource_tracker" in c or "forkserver" in c for c in report["running"]), report
+    assert report["after_close"] == []

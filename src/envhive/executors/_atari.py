@@ -58,6 +58,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,7 @@ from envhive.executors._atari_worker import (
     worker_main,
 )
 from envhive.executors._atari_worker import layout as worker_layout
+from envhive.executors._fdsync import EventSemaphore, SharedBlock, fd_sharing, untracked_process
 from envhive.executors._process import default_start_method
 from envhive.executors._shm import map_segment
 from envhive.executors._spawn import main_hidden, usable_cpus
@@ -103,8 +105,10 @@ _NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 _SHARED = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
-def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.ndarray]) -> None:
-    """Close the workers (close command, then terminate) and free the shared block."""
+def _stop(procs: list[Any], cmd_sems: list[Any], done_sems: list[Any], free_block: Callable[[], None],
+          arrays: dict[str, np.ndarray]) -> None:
+    """Close the workers (close command, then terminate), free the shared block and close
+    the semaphores."""
     try:
         arrays["cmd"][0] = CLOSE
     except (TypeError, ValueError, KeyError):  # pragma: no cover - the block is already gone
@@ -118,6 +122,13 @@ def _stop(procs: list[Any], cmd_sems: list[Any], shm: Any, arrays: dict[str, np.
             p.terminate()
             p.join(1.0)
     arrays.clear()
+    free_block()
+    for sem in (*cmd_sems, *done_sems):
+        getattr(sem, "close", lambda: None)()  # an EventSemaphore's descriptor
+
+
+def _unlink(shm: shared_memory.SharedMemory) -> None:
+    """Free the fallback's named block (no memfd on this platform)."""
     try:
         shm.unlink()  # first: the pool's buffers (views of the block) may outlive the engine
     except FileNotFoundError:  # pragma: no cover
@@ -186,33 +197,52 @@ class AtariEngine(BatchedOps):
             self._finalizer = weakref.finalize(self, lambda: None)
             return
         probe.close()
-        self._shm = shared_memory.SharedMemory(create=True, size=size(fields))
+        # Linux: an anonymous block and eventfd semaphores, handed to spawned workers by
+        # descriptor; nothing has a name, so no resource tracker (nor forkserver) process is
+        # needed. Elsewhere: a named block, multiprocessing's semaphores and start method.
+        fds = fd_sharing()
+        ctx: Any = mp.get_context("spawn" if fds else default_start_method())
+        self._shm: shared_memory.SharedMemory | None = None
+        self._block: SharedBlock | None = None
+        if fds:
+            self._block = block = SharedBlock(size(fields))
+            where: Any = block
+            buf: Any = block.map()
+            free: Callable[[], None] = block.close
+        else:
+            self._shm = shm = shared_memory.SharedMemory(create=True, size=size(fields))
+            where, buf, free = shm.name, map_segment(shm.name), partial(_unlink, shm)
         # The arrays map the block themselves (a mapping only they hold): the pool's buffers
-        # are some of them (allocate) and may outlive the engine, whose close unmaps the
-        # SharedMemory's own mapping; this one goes when the last array does.
-        self._v = v = views(map_segment(self._shm.name), fields)
+        # are some of them (allocate) and may outlive the engine, whose close frees the block;
+        # the mapping goes when the last array does.
+        self._v = v = views(buf, fields)
         v["ops"][:] = IDLE
         v["want"][0] = _NO_WANT
-        ctx: Any = mp.get_context(default_start_method())
-        self._round_done = ctx.Semaphore(0)
-        self._async_done = ctx.Semaphore(0)
-        self._cmd = [ctx.Semaphore(0) for _ in range(workers)]
+        semaphore: Callable[[], Any] = EventSemaphore if fds else partial(ctx.Semaphore, 0)
+        self._round_done = semaphore()
+        self._async_done = semaphore()
+        self._cmd = [semaphore() for _ in range(workers)]
         # Waiters poll before they block, yielding the core unless each process has one.
         spin = (_SPIN_S, workers + 1 > usable_cpus())
         # The parent polls only with a core to spare: otherwise its polls take the time of
         # the workers it waits for (they always have envs queued in async use).
         self._spin = SpinPolicy(*spin) if workers < usable_cpus() else SpinPolicy(0.0, True)
+        # Registered first: a start that fails half way still stops the workers it started.
+        self._finalizer = weakref.finalize(self, _stop, self._procs, self._cmd,
+                                           [self._round_done, self._async_done], free, self._v)
+        new_process = untracked_process if fds else ctx.Process
         for w in range(workers):
             parent, child = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=worker_main, daemon=True, name=f"envhive-atari-{w}", args=(
-                w, self._owned[w], self._shm.name, fields, dict(kwargs), self._cmd[w],
+            p = new_process(target=worker_main, daemon=True, name=f"envhive-atari-{w}", args=(
+                w, self._owned[w], where, fields, dict(kwargs), self._cmd[w],
                 self._round_done, self._async_done, child, spin))
             with main_hidden():  # workers need nothing from the user's script
                 p.start()
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
-        self._finalizer = weakref.finalize(self, _stop, self._procs, self._cmd, self._shm, self._v)
+        if self._block is not None:
+            self._block.close()  # the workers have their own descriptors; the mapping stays
         self._wait_round()
 
     # -- worker round trip --------------------------------------------------------------

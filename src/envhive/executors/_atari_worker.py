@@ -179,42 +179,48 @@ class _Queue:
                 self.done_sem.release()
 
 
-def worker_main(w: int, ids: list[int], shm_name: str, fields: Layout, kwargs: dict[str, Any],
+def _map_block(block: Any) -> Any:
+    """The worker's mapping of the shared block: a :class:`~envhive.executors._fdsync.SharedBlock`
+    (its descriptor closed once mapped) or, where there is no memfd, a segment's name."""
+    if isinstance(block, str):
+        from envhive.executors._shm import map_segment
+
+        return map_segment(block)  # not through SharedMemory: that would register it again
+    try:
+        return block.map()
+    finally:
+        block.close()
+
+
+def worker_main(w: int, ids: list[int], block: Any, fields: Layout, kwargs: dict[str, Any],
                 cmd_sem: Any, round_done: Any, async_done: Any, conn: Any,
                 spin: tuple[float, bool]) -> None:
     """Worker ``w``: build envs ``ids``, then serve rounds and queued commands until told to close."""
-    from multiprocessing import shared_memory
-
     from envhive.envs.atari._env import AtariEnv
 
     policy = SpinPolicy(*spin)
     parent = mp.parent_process()
-    shm = shared_memory.SharedMemory(name=shm_name)
+    v = views(_map_block(block), fields)  # the arrays keep the mapping
     try:
-        v = views(shm.buf, fields)
-        try:
-            envs = [AtariEnv(**kwargs) for _ in ids]
-        except Exception as err:
-            conn.send((ROUND, 0, -1, type(err).__name__, str(err), traceback.format_exc()))
+        envs = [AtariEnv(**kwargs) for _ in ids]
+    except Exception as err:
+        conn.send((ROUND, 0, -1, type(err).__name__, str(err), traceback.format_exc()))
+        round_done.release()
+        return
+
+    def report(kind: int, epoch: int, i: int, err: Exception, tb: str) -> None:
+        conn.send((kind, epoch, i, type(err).__name__, str(err), tb))
+
+    queue = _Queue(v, w, dict(zip(ids, envs)), async_done, report)
+    round_done.release()  # built
+    while True:
+        # Poll briefly, then block (the process executor's policy: a blocked process's
+        # wake-up is slow on virtual machines, and the parent's next command comes soon).
+        wait_command(cmd_sem, policy, parent)
+        if v["cmd"][0] == CLOSE:
+            break
+        queue.drain()
+        if v["round"][w]:
+            v["round"][w] = 0
+            serve_round(v, envs, ids, lambda i, err, tb: report(ROUND, 0, i, err, tb))
             round_done.release()
-            return
-
-        def report(kind: int, epoch: int, i: int, err: Exception, tb: str) -> None:
-            conn.send((kind, epoch, i, type(err).__name__, str(err), tb))
-
-        queue = _Queue(v, w, dict(zip(ids, envs)), async_done, report)
-        round_done.release()  # built
-        while True:
-            # Poll briefly, then block (the process executor's policy: a blocked process's
-            # wake-up is slow on virtual machines, and the parent's next command comes soon).
-            wait_command(cmd_sem, policy, parent)
-            if v["cmd"][0] == CLOSE:
-                break
-            queue.drain()
-            if v["round"][w]:
-                v["round"][w] = 0
-                serve_round(v, envs, ids, lambda i, err, tb: report(ROUND, 0, i, err, tb))
-                round_done.release()
-        del v, queue
-    finally:
-        shm.close()
