@@ -14,6 +14,7 @@ pytest.importorskip("cv2")
 
 import envhive  # noqa: E402
 from envhive.errors import ActionError, ConfigError, EnvWorkerError, WorkerDiedError  # noqa: E402
+from envhive.executors import NativeExecutor  # noqa: E402
 
 ID = "envhive/Pong-v5"
 
@@ -205,7 +206,8 @@ env.recv()
 env.recv()
 children = [cmdline(p) for p in tree(os.getpid())]
 env.close()
-print(json.dumps({"running": children, "after_close": [cmdline(p) for p in tree(os.getpid())]}))
+print(json.dumps({"running": children, "after_close": [cmdline(p) for p in tree(os.getpid())],
+                  "ale_py_here": "ale_py" in sys.modules}))
 """
 
 
@@ -232,3 +234,32 @@ def test_a_pool_starts_its_workers_and_no_other_process():
     assert all("spawn_main" in c for c in report["running"]), report
     assert not any("resource_tracker" in c or "forkserver" in c for c in report["running"]), report
     assert report["after_close"] == []
+    assert not report["ale_py_here"]  # the games' spaces came from the workers (~8 MB less)
+
+
+@pytest.mark.parametrize("game, kwargs", [
+    ("Pong", {}), ("Breakout", {"gray_scale": False, "stack_num": 2}),
+    ("MsPacman", {"img_height": 64, "img_width": 48, "full_action_space": True}),
+])
+def test_the_workers_spaces_are_the_envs_own(game, kwargs):
+    native = envhive.make(f"envhive/{game}-v5", num_envs=2, executor=NativeExecutor(2), env_kwargs=kwargs)
+    serial = envhive.make(f"envhive/{game}-v5", num_envs=2, executor="serial", env_kwargs=kwargs)
+    try:
+        assert len(engine_of(native)._procs) == 2
+        assert native.single_observation_space == serial.single_observation_space
+        assert native.single_action_space == serial.single_action_space
+        assert native.metadata == serial.metadata
+        assert native.reset(seed=3)[0].shape == serial.reset(seed=3)[0].shape
+    finally:
+        native.close()
+        serial.close()
+
+
+def test_a_game_that_fails_to_build_in_the_workers_fails_make_and_leaves_nothing(transport):
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(EnvWorkerError, match="factory raised RuntimeError") as err:
+        envhive.make(ID, num_envs=4, executor=NativeExecutor(2), env_kwargs={"mode": 99})  # Pong has none
+    assert err.value.env_id == 0
+    assert set(multiprocessing.active_children()) <= before

@@ -73,6 +73,7 @@ from envhive.engines._registry import CompiledEnv
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 from envhive.errors import ConfigError, EnvhiveError, EnvWorkerError, WorkerDiedError
 from envhive.executors._atari_worker import (
+    BUILD,
     CLOSE,
     IDLE,
     INFO_KEYS,
@@ -162,11 +163,11 @@ class AtariEngine(BatchedOps):
     def __init__(self, num_envs: int, kwargs: dict[str, Any], num_workers: int | None = None) -> None:
         from envhive.envs.atari._env import AtariEnv
 
-        probe = AtariEnv(**kwargs)  # spaces, and bad options fail here, in the caller
-        self.props = EnvProps(probe.observation_space, probe.action_space, dict(probe.metadata),
-                              probe.render_mode, None)
-        self._num_actions = len(probe._actions)
-        shape = tuple(probe.frames.shape)
+        # The frames' shape follows from the options; the action count is the game's, from
+        # ALE: the workers write it into the block (ale-py is not even imported here, ~8 MB).
+        rest = dict(kwargs)
+        options = AtariOptions.parse(rom_of_game(rest.pop("game", "pong")), rest)
+        shape = options.obs_shape
         self.num_envs = n = int(num_envs)
         workers = max(1, min(num_workers or usable_cpus(), n))
         self.num_threads = workers  # the native executor's describe(): worker processes here
@@ -191,12 +192,12 @@ class AtariEngine(BatchedOps):
         self._next_shared = 0
         if workers == 1:
             # Inline: the games in this process, the same code on plain arrays.
-            self._inline = [probe] + [AtariEnv(**kwargs) for _ in range(n - 1)]
+            self._inline = [AtariEnv(**kwargs) for _ in range(n)]
             self._v = views(bytearray(size(fields)), fields)
             self._v["ops"][:] = IDLE
             self._finalizer = weakref.finalize(self, lambda: None)
+            self._set_props(options, len(self._inline[0]._actions))
             return
-        probe.close()
         # Linux: an anonymous block and eventfd semaphores, handed to spawned workers by
         # descriptor; nothing has a name, so no resource tracker (nor forkserver) process is
         # needed. Elsewhere: a named block, multiprocessing's semaphores and start method.
@@ -244,6 +245,18 @@ class AtariEngine(BatchedOps):
         if self._block is not None:
             self._block.close()  # the workers have their own descriptors; the mapping stays
         self._wait_round()
+        self._set_props(options, int(v["num_actions"][0]))
+
+    def _set_props(self, options: AtariOptions, num_actions: int) -> None:
+        """The games' spaces, as ``AtariEnv`` makes them (tests compare the two)."""
+        import gymnasium as gym
+
+        from envhive.envs.atari._env import AtariEnv
+
+        self._num_actions = num_actions
+        self.props = EnvProps(gym.spaces.Box(0, 255, options.obs_shape, np.uint8),
+                              gym.spaces.Discrete(num_actions), dict(AtariEnv.metadata),
+                              options.render_mode, None)
 
     # -- worker round trip --------------------------------------------------------------
     def _take(self, sem: Any, once: bool = False) -> None:
@@ -283,10 +296,16 @@ class AtariEngine(BatchedOps):
         current = int(self._v["epoch"][0])
         for conn in self._conns:
             while conn.poll():
-                kind, epoch, i, name, text, tb = conn.recv()
-                err = EnvWorkerError(f"the env raised {name}: {text}", env_id=i,
-                                     worker_traceback=tb, cause_type=name)
-                if kind == ROUND:
+                try:
+                    kind, epoch, i, name, text, tb = conn.recv()
+                except EOFError:  # the worker ended (its build failed): nothing more to read
+                    break
+                err = EnvWorkerError(f"the env {'factory ' if kind == BUILD else ''}raised {name}: {text}",
+                                     env_id=i, worker_traceback=tb, cause_type=name)
+                if kind == BUILD:  # _wait_round fails the pool (naming the first env that failed)
+                    if -1 not in self._round_errors or i < self._round_errors[-1].env_id:
+                        self._round_errors[-1] = err
+                elif kind == ROUND:
                     self._round_errors[i] = err
                 elif epoch == current:
                     self._async_errors[i] = err

@@ -32,7 +32,7 @@ from envhive._ops import RESET, RESET_REWARD, resets_in_op
 from envhive.errors import ActionError
 from envhive.executors._worker import SpinPolicy, wait_command
 
-__all__ = ["INFO_KEYS", "IDLE", "CLOSE", "ROUND", "ASYNC", "layout", "views", "size", "worker_main"]
+__all__ = ["INFO_KEYS", "IDLE", "CLOSE", "ROUND", "ASYNC", "BUILD", "layout", "views", "size", "worker_main"]
 
 #: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
 INFO_KEYS: tuple[tuple[str, type], ...] = (
@@ -40,7 +40,7 @@ INFO_KEYS: tuple[tuple[str, type], ...] = (
 )
 IDLE = 255  # an op code for "not in this round"
 CLOSE = 1
-ROUND, ASYNC = 0, 1  # what an error message belongs to
+ROUND, ASYNC, BUILD = 0, 1, 2  # what an error message belongs to (BUILD: making env i raised)
 
 Layout = dict[str, tuple[np.dtype, tuple[int, ...]]]
 
@@ -50,6 +50,7 @@ def layout(n: int, workers: int, ring: int, obs_shape: tuple[int, ...]) -> Layou
     command ring."""
     fields: Layout = {
         "cmd": (np.dtype(np.int64), (1,)),
+        "num_actions": (np.dtype(np.int64), (1,)),  # the game's, written by the workers
         "epoch": (np.dtype(np.int64), (1,)),
         "round": (np.dtype(np.int64), (workers,)),
         "q_tail": (np.dtype(np.int64), (workers,)),
@@ -201,10 +202,13 @@ def worker_main(w: int, ids: list[int], block: Any, fields: Layout, kwargs: dict
     policy = SpinPolicy(*spin)
     parent = mp.parent_process()
     v = views(_map_block(block), fields)  # the arrays keep the mapping
+    envs: list[AtariEnv] = []
     try:
-        envs = [AtariEnv(**kwargs) for _ in ids]
-    except Exception as err:
-        conn.send((ROUND, 0, -1, type(err).__name__, str(err), traceback.format_exc()))
+        for _ in ids:
+            envs.append(AtariEnv(**kwargs))
+    except Exception as err:  # a bad mode for this game, a broken ROM: the pool fails
+        i = ids[len(envs)]
+        conn.send((BUILD, 0, i, type(err).__name__, str(err), traceback.format_exc()))
         round_done.release()
         return
 
@@ -212,6 +216,7 @@ def worker_main(w: int, ids: list[int], block: Any, fields: Layout, kwargs: dict
         conn.send((kind, epoch, i, type(err).__name__, str(err), tb))
 
     queue = _Queue(v, w, dict(zip(ids, envs)), async_done, report)
+    v["num_actions"][0] = len(envs[0]._actions)  # every worker writes the same
     round_done.release()  # built
     while True:
         # Poll briefly, then block (the process executor's policy: a blocked process's

@@ -99,7 +99,7 @@ class AtariEnv(gym.Env):
         self._channels = channels
         raw = (_RAW_H, _RAW_W) if o.gray_scale else (_RAW_H, _RAW_W, 3)
         self._pool = [np.zeros(raw, np.uint8), np.zeros(raw, np.uint8)]
-        self._stack = np.zeros((o.stack_num * channels, o.img_height, o.img_width), np.uint8)
+        self._stack = np.zeros(o.obs_shape, np.uint8)
         self._resized = np.zeros((o.img_height, o.img_width) + ((3,) if channels == 3 else ()), np.uint8)
         self._screen = self.ale.getScreenGrayscale if o.gray_scale else self.ale.getScreenRGB
         # Gray frames shrunk by OpenCV's generic area path are resized in C, bit-identical;

@@ -111,6 +111,16 @@ class AtariOptions:
     life_loss_reset: str = "continue"
     render_mode: str | None = None
 
+    @property
+    def obs_shape(self) -> tuple[int, int, int]:
+        """An observation's shape: the stack of frames, channels first.
+
+        Examples:
+            >>> AtariOptions(gray_scale=False, stack_num=2).obs_shape
+            (6, 84, 84)
+        """
+        return (self.stack_num * (1 if self.gray_scale else 3), self.img_height, self.img_width)
+
     @classmethod
     def parse(cls, game: str, kwargs: dict[str, Any]) -> AtariOptions:
         """Options from keyword arguments (EnvPool's names or ale-py's aliases), checked.
