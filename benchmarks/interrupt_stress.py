@@ -15,7 +15,8 @@ the operation, ``--trials`` times per cell. After each interrupt:
 * the pool must still be usable: a seeded ``reset()`` then 3 steps must give exactly what a
   fresh pool of the same cell gives (else the trial counts as *wrong*, as does any error);
 * ``close`` (cut short, then called again, as a user would) must leave no ``/dev/shm``
-  segment, no worker process and no worker thread (else *wrong*).
+  segment, no worker process, no worker thread and, for the Atari engine on Linux, none of its
+  block's and semaphores' descriptors open (else *wrong*).
 
 Every trial runs under a watchdog: one that does not finish within ``--hang-s`` counts as a
 *hang*, dumps every thread's stack, and is broken out of (SIGUSR1) so the run goes on.
@@ -362,9 +363,14 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     fe.seeded_reset()
     pids = fe.pool.executor.worker_pids() if executor == "process" else []
     blocks: list[str] = []
+    fds: list[Any] = []  # the Atari engine's memfd block and eventfd semaphores (Linux)
     if executor == "atari":  # its own workers and block, not the process executor's
         engine = fe.pool.executor._engine
-        pids, blocks = [p.pid for p in engine._procs], [engine._shm.name]
+        pids = [p.pid for p in engine._procs]
+        if engine._shm is not None:  # the named block of other platforms
+            blocks = [engine._shm.name]
+        else:
+            fds = [engine._block, engine._round_done, engine._async_done, *engine._cmd]
     fe.pool.send(fe.zeros)  # in flight while the pool closes
     timer = None
     closed = False
@@ -382,6 +388,7 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     left = {"segments": sorted(set(own_segments()) - segments_before)
                         + [b for b in blocks if os.path.exists(f"/dev/shm/{b}")],
             "processes": [p for p in pids if alive(p)],
+            "descriptors": [f for f in fds if f.fileno() != -1],
             "threads": sorted(set(worker_threads()) - threads_before)}
     if any(left.values()):
         cell["wrong"] += 1

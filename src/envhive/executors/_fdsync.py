@@ -184,7 +184,10 @@ class SharedBlock:
                 os.posix_fallocate(fd, 0, nbytes)
             except OSError as err:
                 os.close(fd)
-                raise resource_error(err, "allocating the shared block", nbytes) from None
+                # Not resource_error's /dev/shm advice: a memfd is not in /dev/shm (nor bound
+                # by its size); only memory (and the cgroup's limit) can run out.
+                raise resource_error(err, f"allocating a shared block of {nbytes / 2**20:.1f} MiB "
+                                          "(memory)") from None
         self._fd = fd
 
     def fileno(self) -> int:
