@@ -116,7 +116,7 @@ class AtariOptions:
         """An observation's shape: the stack of frames, channels first.
 
         Examples:
-            >>> AtariOptions(gray_scale=False, stack_num=2).obs_shape
+            >>> AtariOptions("pong", gray_scale=False, stack_num=2).obs_shape
             (6, 84, 84)
         """
         return (self.stack_num * (1 if self.gray_scale else 3), self.img_height, self.img_width)
