@@ -24,7 +24,8 @@ than the rate (envhive's parent process counts, waiting included).
 
 Memory: the proportional set size (PSS, shared pages split between the processes that map
 them) summed over the process and its children, after the run, divided by ``num_envs``; RSS
-summed too. Rates are env steps per second (one step of one env = 1).
+summed too, and each process's (envhive: the parent, then its workers; EnvPool: one).
+Rates are env steps per second (one step of one env = 1).
 """
 
 from __future__ import annotations
@@ -86,11 +87,13 @@ def _cpu_s() -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _memory() -> dict[str, float]:
+def _memory() -> dict[str, Any]:
     pids = _tree(os.getpid())
+    rss = [_mem_kb(p, "VmRSS") / 1024 for p in pids]
     return {
         "pss_mb": sum(_mem_kb(p, "Pss") for p in pids) / 1024,
-        "rss_mb": sum(_mem_kb(p, "VmRSS") for p in pids) / 1024,
+        "rss_mb": sum(rss),
+        "rss_mb_by_process": [round(r, 1) for r in rss],  # this process first, then its children
         "processes": len(pids),
     }
 
@@ -209,6 +212,7 @@ def main() -> None:
                     row[f"{lib}_cpu_us_per_step"] = round(min(x["cpu_us"] for x in runs[lib]), 1)
                     row[f"{lib}_pss_mb_per_env"] = round(r["mem"]["pss_mb"] / n, 2)
                     row[f"{lib}_rss_mb"] = round(r["mem"]["rss_mb"], 1)
+                    row[f"{lib}_rss_mb_by_process"] = r["mem"]["rss_mb_by_process"]  # summed above
                     if lib.startswith("envhive"):
                         row[f"{lib}_executor"] = r["desc"]
                 peers = [row[p] for p in ("envpool", "ale_vector") if p in row]

@@ -263,3 +263,46 @@ def test_a_game_that_fails_to_build_in_the_workers_fails_make_and_leaves_nothing
         envhive.make(ID, num_envs=4, executor=NativeExecutor(2), env_kwargs={"mode": 99})  # Pong has none
     assert err.value.env_id == 0
     assert set(multiprocessing.active_children()) <= before
+
+
+_KILLED = """
+import sys, time
+import envhive
+from envhive.executors import NativeExecutor
+
+env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(2))
+env.reset()
+print(" ".join(str(p.pid) for p in env._pool.executor._engine._procs), flush=True)
+time.sleep(120)
+"""
+
+
+def test_workers_exit_when_their_parent_is_sigkilled():
+    """The spawned workers notice a parent that died without closing them (their parent
+    sentinel) and exit; nothing of theirs has a name to leave behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = os.path.join(os.path.dirname(envhive.__file__), os.pardir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(src), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    assert len(pids) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids)
