@@ -112,18 +112,24 @@ class EventSemaphore:
     def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
         """Take one post: at once (``block=False``), or waiting up to ``timeout`` seconds
         (``None``: for ever). True if taken."""
-        if self._poll.poll(0) and self._take():
+        poll = self._poll.poll
+        # First a try without waiting: a poll with a timeout costs more even when the post is
+        # there (~0.5 µs against ~0.3), and a post is often there already.
+        if poll(0) and self._take():
             return True
         if not block:
             return False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            ms = None if deadline is None else max(0.0, (deadline - time.monotonic()) * 1e3)
-            # poll rounds its timeout up to whole milliseconds: never an early give-up.
-            if self._poll.poll(ms) and self._take():
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
+        if timeout is None:
+            while not (poll(None) and self._take()):
+                pass
+            return True
+        deadline = time.monotonic() + timeout
+        ms = max(timeout, 0.0) * 1e3  # poll rounds it up to whole milliseconds: never early
+        while not (poll(ms) and self._take()):
+            ms = (deadline - time.monotonic()) * 1e3
+            if ms <= 0:
                 return False
+        return True
 
     def _take(self) -> bool:
         try:
