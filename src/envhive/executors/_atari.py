@@ -76,6 +76,7 @@ from envhive.executors._atari_worker import (
     CLOSE,
     IDLE,
     INFO_KEYS,
+    NO_WANT,
     ROUND,
     serve_round,
     size,
@@ -96,7 +97,6 @@ __all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_
 
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
-_NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 
 
 #: The shared block's result arrays the pool's buffers may be (``AtariEngine.allocate``), in
@@ -204,7 +204,7 @@ class AtariEngine(BatchedOps):
         # SharedMemory's own mapping; this one goes when the last array does.
         self._v = v = views(map_segment(self._shm.name), fields)
         v["ops"][:] = IDLE
-        v["want"][0] = _NO_WANT
+        v["want"][0] = NO_WANT
         self._a = _Columns(v)
         keys = [k for k, _ in INFO_KEYS]
         self._table = InfoTable({k: v["rep_" + k] for k in keys}, {k: v["step_" + k] for k in keys},
@@ -413,7 +413,7 @@ class AtariEngine(BatchedOps):
                 self._take(self._async_done, once=True)
         finally:
             if self._v:  # nobody waits now: no posts until the next request (or a worker idles)
-                a.want[0] = _NO_WANT
+                a.want[0] = NO_WANT
         if taken:
             self._apply(np.array(taken, np.int64), out)
         return out

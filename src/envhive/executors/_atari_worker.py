@@ -32,13 +32,14 @@ from envhive._ops import RESET, RESET_REWARD, resets_in_op
 from envhive.errors import ActionError
 from envhive.executors._worker import SpinPolicy, wait_command
 
-__all__ = ["INFO_KEYS", "IDLE", "CLOSE", "ROUND", "ASYNC", "layout", "views", "size", "worker_main"]
+__all__ = ["INFO_KEYS", "IDLE", "NO_WANT", "CLOSE", "ROUND", "ASYNC", "layout", "views", "size", "worker_main"]
 
 #: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
 INFO_KEYS: tuple[tuple[str, type], ...] = (
     ("lives", np.int32), ("reward", np.float32), ("terminated", np.int32), ("elapsed_step", np.int32),
 )
 IDLE = 255  # an op code for "not in this round"
+NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 CLOSE = 1
 ROUND, ASYNC = 0, 1  # what an error message belongs to
 
@@ -181,9 +182,14 @@ class _Queue:
             # Publish each env as it ends: the parent takes the first finished envs whatever
             # their commands (a batch mixes workers, so each keeps work queued). Post when the
             # parent has enough (``want``; read after the publish, so one of two workers that
-            # finish together sees the other's) or when going idle (which covers a stale read).
+            # finish together sees the other's), or when going idle while the parent asks for
+            # nothing: that read may be stale (the parent's request and this publish crossed,
+            # each side reading the other's old value), and then this post is the one that
+            # wakes it. A request seen and not met is met by the envs still running
+            # elsewhere, whose workers check it after each env: no post, no wasted wake-up.
             v["q_head"][w] = self.head
-            if self.head == int(v["q_tail"][w]) or int(heads.sum()) >= int(want[0]):
+            asked = int(want[0])
+            if int(heads.sum()) >= asked or (asked == NO_WANT and self.head == int(v["q_tail"][w])):
                 self.done_sem.release()
 
 
