@@ -468,6 +468,12 @@ class AtariEngine(BatchedOps):
             again = v["reset_after"][ids]
             if np.count_nonzero(again):
                 self._out("final_obs", ids[again])
+        # How many ended (a RESET op's flags are False), so the pool's books need not look.
+        ended = int(np.count_nonzero(v["terminated"][ids] | v["truncated"][ids]))
+        if not out.env_ids:
+            out.ended = ended
+        elif out.ended is not None:
+            out.ended += ended
         done = ids.tolist()
         out.env_ids.extend(done)
         out.info_table = self._table
