@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envhive._books import IDLE, PENDING, READY, Books
 from envhive._buffers import Buffers, BufferSpec
@@ -175,3 +177,56 @@ def test_a_pool_dropped_alone_is_freed_without_the_cyclic_collector():
         assert ref() is None  # freed now, so Pool.__del__ closed its executor now
     finally:
         gc.enable()
+
+
+def _same_columns(got: dict, want: dict) -> None:
+    assert list(got) == list(want)
+    for key in want:
+        g, w = got[key], want[key]
+        assert g.values.dtype == w.values.dtype, key
+        assert np.array_equal(g.values, w.values) and np.array_equal(g.mask, w.mask), key
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_infos_kept_in_an_engine_table_come_out_as_the_dicts_would(data):
+    """An engine's InfoTable (the native Atari engine's async path) gives the books exactly
+    the columns the per-env dicts of the same infos give: recv's batches, wait's every-env
+    rows and reset's by-env rows, ended envs' final infos, and mixes with dict infos."""
+    from envhive._infos import InfoTable
+
+    n = N
+    ints = data.draw(st.lists(st.integers(-3, 9), min_size=n, max_size=n))
+    floats = data.draw(st.lists(st.floats(-5, 5, width=32), min_size=n, max_size=n))
+    ended = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    table = InfoTable({"lives": np.array(ints, np.int32), "reward": np.array(floats, np.float32)},
+                      {"lives": np.array(ints, np.int32)[::-1].copy(), "reward": np.array(floats, np.float32) * 2},
+                      ended)
+    sent = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+    as_dicts = data.draw(st.sets(st.sampled_from(sent)))  # these come back as dicts in both
+    a, _, _ = _books()
+    b, _, _ = _books()
+    for i in sent:  # one completion per env, in the drawn order
+        dicts = table.as_dicts([i])
+        b.absorb(Completion(env_ids=[i], infos=dicts[0], final_infos=dicts[1]), False)
+        if i in as_dicts:
+            a.absorb(Completion(env_ids=[i], infos=dicts[0], final_infos=dicts[1]), False)
+        else:
+            a.absorb(Completion(env_ids=[i], info_table=table, table_ids=[i]), False)
+    how = data.draw(st.sampled_from(["recv", "wait", "by_env"]))
+    if how == "recv":
+        k = data.draw(st.integers(1, len(sent)))
+        calls = [(np.array(sent[j:j + k]), min(k, len(sent) - j), False) for j in range(0, len(sent), k)]
+    elif how == "wait":
+        calls = [(np.arange(n), n, False)]
+    else:
+        calls = [(np.array(sorted(sent)), n, True)]
+    for ids, rows, by_env in calls:
+        got = a.take_infos(ids, rows, by_env)
+        want = b.take_infos(ids.tolist(), rows, by_env)
+        _same_columns(got[0], want[0])
+        _same_columns(got[1], want[1])
+        assert (got[2] is None) == (want[2] is None)
+        if want[2] is not None:
+            assert np.array_equal(got[2], want[2])
+    assert not a.infos and not a.final_infos and not a._num_tabled  # everything taken

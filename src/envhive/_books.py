@@ -8,8 +8,9 @@
 * ``in_flight`` (envs sent whose op has not come back), ``resets_in_flight`` (how many of them
   are RESET ops), ``ready`` (envs back, in the order they finished: ``recv`` hands them out
   first come first served).
-* ``infos``/``final_infos``: each env's info dicts until its row is handed out; ``errors``:
-  each failed env's error until it is raised.
+* ``infos``/``final_infos``: each env's info dicts until its row is handed out (or, for an
+  engine that keeps its infos in columns, which envs' rows of its ``InfoTable`` are kept);
+  ``errors``: each failed env's error until it is raised.
 
 And what is done with them: booking a dispatch (``sent``) and a :class:`Completion`
 (``absorb``), collecting until ``k`` envs are ready (``take``), waiting for every env of a
@@ -55,7 +56,7 @@ import numpy as np
 
 from envhive._batch import NO_OP, Batch
 from envhive._buffers import Buffers, as_index
-from envhive._infos import InfoColumns, patch_reset_rows, split_rows, take_infos
+from envhive._infos import InfoColumns, InfoTable, patch_reset_rows, split_rows, take_infos
 from envhive._ops import Op
 from envhive._report import Completion
 from envhive.errors import NothingPendingError, PendingCallError, WaitTimeoutError
@@ -101,6 +102,10 @@ class Books:
         self.infos: dict[int, dict[str, Any]] = {}
         self.final_infos: dict[int, dict[str, Any]] = {}
         self.errors: dict[int, Any] = {}
+        # Envs whose infos are rows of an engine's InfoTable (Completion.info_table), not dicts.
+        self._table: InfoTable | None = None
+        self._tabled = np.zeros(n, np.bool_)
+        self._num_tabled = 0
         self._buffers, self._every_id, self._copy, self._broken = buffers, every_id, copy, broken
         #: Every env's rows, copied (``Buffers.row_copier``); the views are made once.
         self.copies = buffers.row_copier()
@@ -180,13 +185,42 @@ class Books:
             self.infos.update(done.infos)
         if done.final_infos:
             self.final_infos.update(done.final_infos)
+        if done.table_ids:
+            self._table = done.info_table
+            self._tabled[done.table_ids] = True
+            self._num_tabled += len(done.table_ids)
         return ids, count, resets, failed
 
     def take_infos(
-        self, ids: Sequence[int], n: int, by_env: bool = False
+        self, ids: Sequence[int] | np.ndarray, n: int, by_env: bool = False
     ) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
-        """Take the kept infos of ``ids`` as columns (``_infos.take_infos``)."""
+        """Take the kept infos of ``ids`` as columns (``_infos.take_infos``; row = position
+        in ``ids``, or the env id with ``by_env``). Rows an engine keeps in its table
+        (``InfoTable``) are read from there: the same columns, without a dict per env."""
+        if self._num_tabled:
+            idx = np.asarray(ids, np.int64)
+            tabled = self._tabled[idx]
+            count = int(np.count_nonzero(tabled))
+            if count:
+                self._tabled[idx] = False
+                self._num_tabled -= count
+                table: InfoTable = self._table  # type: ignore[assignment]  # set with the first
+                if not (self.infos or self.final_infos):  # every kept info is in the table
+                    if count == idx.size and not by_env and idx.size == n:
+                        return table.take(idx, slice(None), n)
+                    rows = idx if by_env else np.arange(idx.size)
+                    return table.take(idx[tabled], rows[tabled], n)
+                infos, finals = table.as_dicts(idx[tabled].tolist())  # mixed: the dict path
+                self.infos.update(infos)
+                self.final_infos.update(finals)
+        if isinstance(ids, np.ndarray):
+            ids = ids.tolist()
         return take_infos(self.infos, self.final_infos, ids, n, by_env)
+
+    def _forget_tabled(self) -> None:
+        if self._num_tabled:
+            self._tabled.fill(False)
+            self._num_tabled = 0
 
     def inline_infos(
         self, step_infos: InfoColumns, reset_infos: dict[int, dict[str, Any]], same_step: bool
@@ -233,6 +267,7 @@ class Books:
         if self.errors:
             self.infos.clear()
             self.final_infos.clear()
+            self._forget_tabled()
             self.raise_errors()
 
     def give_up(self) -> np.ndarray:
@@ -244,6 +279,7 @@ class Books:
         self.ready.clear()
         self.infos.clear()
         self.final_infos.clear()
+        self._forget_tabled()
         self.errors.clear()
         return lost
 
@@ -265,7 +301,7 @@ class Books:
     def hand_out(self, ids: np.ndarray, k: int) -> Batch:
         """``recv``'s batch: the rows of ``ids`` (from ``take``), which are idle again."""
         self.status[ids] = IDLE
-        infos, finals, has_final = self.take_infos(ids.tolist(), k)
+        infos, finals, has_final = self.take_infos(ids, k)
         obs, reward, term, trunc, ops, final_obs, agents = self._buffers.gather(
             ids, self._copy, has_final is not None, self._recv_out
         )

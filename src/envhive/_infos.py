@@ -24,7 +24,7 @@ from envhive._ops import RESET
 
 __all__ = [
     "Column", "InfoColumns", "add_info", "batch_infos", "engine_columns", "patch_reset_rows",
-    "split_rows", "take_infos",
+    "split_rows", "take_infos", "InfoTable",
 ]
 
 
@@ -293,3 +293,78 @@ def take_infos(
     has_final = np.zeros(n, np.bool_)
     has_final[[pos for pos, _ in finals]] = True
     return infos, batch_infos([f for f in finals if f[1]], n), has_final
+
+
+# ------------------------------------------------------------------ engines' per-env info columns
+class InfoTable:
+    """Infos an engine keeps in columns indexed by env id, every env reporting every key: the
+    pool's books take rows from here instead of per-env dicts (the async path of an engine
+    whose infos are fixed, e.g. the native Atari engine's ``lives``, ``reward``, ...).
+
+    The engine writes row ``i`` when env ``i``'s op finishes and leaves it alone until the
+    row is handed out (an env is not sent again before), so the books read it at hand-out
+    time. What a row says is what the per-env dicts of a :class:`~envhive._report.Completion`
+    would: ``infos[key][i]``, the info of env ``i``'s op (its reset info after a RESET, or
+    after a STEP_RESET that ended an episode; else its step info); ``finals[key][i]``, when
+    ``ended[i]`` (a STEP_RESET whose step ended the episode), that step's info.
+    :meth:`take` gives exactly the columns :func:`take_infos` makes of those dicts.
+
+    Args:
+        infos: ``key -> (n,)`` typed array: each env's info.
+        finals: ``key -> (n,)`` typed array, the same keys: each env's final info.
+        ended: ``(n,)`` bool: which envs have a final info.
+
+    Examples:
+        >>> table = InfoTable({"x": np.array([1, 2, 3], np.int32)},
+        ...                   {"x": np.array([7, 8, 9], np.int32)}, np.array([False, True, False]))
+        >>> infos, finals, has_final = table.take(np.array([1, 2]), slice(None), 2)
+        >>> infos["x"].values.tolist(), finals["x"].values.tolist(), has_final.tolist()
+        ([2, 3], [8, 0], [True, False])
+        >>> table.as_dicts([1]) == ({1: {"x": np.int32(2)}}, {1: {"x": np.int32(8)}})
+        True
+    """
+
+    def __init__(self, infos: dict[str, np.ndarray], finals: dict[str, np.ndarray], ended: np.ndarray) -> None:
+        self.infos, self.finals, self.ended = infos, finals, ended
+        self._keys = list(infos)
+
+    def take(self, ids: np.ndarray, rows: Any, n: int) -> tuple[InfoColumns, InfoColumns, np.ndarray | None]:
+        """The infos of envs ``ids`` as columns of ``n`` rows, env ``ids[j]`` at row
+        ``rows[j]`` (``rows`` a slice: every row, in order): ``(infos, final_infos,
+        has_final)`` as :func:`take_infos` returns them (rows not given report nothing;
+        ``has_final`` is ``None`` when no env ended)."""
+        k = len(self._keys)
+        if isinstance(rows, slice):
+            masks = np.ones((k, n), np.bool_)
+            infos = {key: Column(self.infos[key][ids], mask) for key, mask in zip(self._keys, masks)}
+        else:
+            masks = np.zeros((k, n), np.bool_)
+            masks[:, rows] = True
+            infos = {}
+            for key, mask in zip(self._keys, masks):
+                values = np.zeros(n, self.infos[key].dtype)
+                values[rows] = self.infos[key][ids]
+                infos[key] = Column(values, mask)
+        ended = self.ended[ids]
+        if not np.count_nonzero(ended):
+            return infos, {}, None
+        has_final = np.zeros(n, np.bool_)
+        has_final[rows] = ended
+        finals: InfoColumns = {}
+        for key in self._keys:
+            values = np.zeros(n, self.finals[key].dtype)
+            values[rows] = self.finals[key][ids]
+            values[~has_final] = 0
+            finals[key] = Column(values, has_final.copy())
+        return infos, finals, has_final
+
+    def as_dicts(self, ids: Any) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+        """The rows of ``ids`` as the per-env dicts a Completion carries: ``(infos,
+        final_infos)`` by env id (for books that also keep dicts of other envs)."""
+        infos: dict[int, dict[str, Any]] = {}
+        finals: dict[int, dict[str, Any]] = {}
+        for i in ids:
+            infos[i] = {key: self.infos[key][i] for key in self._keys}
+            if self.ended[i]:
+                finals[i] = {key: self.finals[key][i] for key in self._keys}
+        return infos, finals

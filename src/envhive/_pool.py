@@ -379,7 +379,7 @@ class Pool:
         books' part (``Books.absorb``), then the envs' (``_finish_ops``)."""
         ids, count, resets, refresh = self._books.absorb(done, sync)
         if count:
-            refresh = self._finish_ops(ids, count, resets, None) or refresh
+            refresh = self._finish_ops(ids, count, resets, done.ended) or refresh
         if refresh:
             self._refresh_blocked()
         return count

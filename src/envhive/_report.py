@@ -62,6 +62,11 @@ class Completion:
     final_infos: dict[int, dict[str, Any]] = field(default_factory=dict)
     errors: dict[int, EnvWorkerError] = field(default_factory=dict)
     ended: int | None = None
+    #: An engine's per-env info columns (``_infos.InfoTable``) holding the infos of
+    #: ``table_ids`` instead of ``infos``/``final_infos`` (the engine keeps those rows until
+    #: they are handed out).
+    info_table: Any = None
+    table_ids: list[int] = field(default_factory=list)
 
     def extend(self, other: Completion) -> None:
         """Append another completion's results to this one."""
@@ -70,6 +75,9 @@ class Completion:
         else:
             self.ended = other.ended
         self.env_ids.extend(other.env_ids)
+        if other.table_ids:
+            self.info_table = other.info_table
+            self.table_ids.extend(other.table_ids)
         self.infos.update(other.infos)
         self.final_infos.update(other.final_infos)
         self.errors.update(other.errors)

@@ -176,7 +176,9 @@ def test_an_env_error_in_a_queued_command_is_that_envs_error_and_the_rest_go_on(
     assert sorted(out.env_ids) == [0, 2, 3]
     assert list(out.errors) == [1]
     assert out.errors[1].cause_type == "ActionError" and "99" in str(out.errors[1])
-    assert all(out.infos[i]["elapsed_step"] == 1 for i in (0, 2, 3))
+    assert sorted(out.table_ids) == [0, 2, 3]  # their infos: rows of the engine's table
+    infos, finals = out.info_table.as_dicts([0, 2, 3])
+    assert all(infos[i]["elapsed_step"] == 1 for i in (0, 2, 3)) and not finals
     env.close()
 
 

@@ -97,3 +97,18 @@ def test_bad_buffers_are_refused_before_anything_is_written():
         plan.push(a, a, False, small)
     with pytest.raises((ValueError, TypeError)):
         plan.push(a[:, :100], a, False, np.zeros((2, 84, 84), np.uint8))
+
+
+def test_one_plan_serves_every_env_of_a_process_and_envs_build_no_space_until_asked():
+    """Per-env memory: the resize plan (weights, read only; its scratch is per call) is
+    shared, and the observation space's bound arrays (~110 KB) are built on first use only:
+    the batched engine's workers never ask."""
+    from envhive.envs.atari._env import AtariEnv
+
+    a, b = AtariEnv("pong"), AtariEnv("pong")
+    assert a._plan is not None and a._plan is b._plan
+    assert a._observation_space is None
+    assert a.observation_space.shape == (4, 84, 84) and a._observation_space is not None
+    assert b._observation_space is None
+    a.close()
+    b.close()

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envhive._buffers import Buffers
+from envhive._infos import InfoTable
 from envhive._interrupts import deferred_interrupts
 from envhive._ops import RESET, STEP
 from envhive._report import Completion, EnvProps
@@ -77,6 +78,7 @@ from envhive.executors._atari_worker import (
     CLOSE,
     IDLE,
     INFO_KEYS,
+    NO_WANT,
     ROUND,
     serve_round,
     size,
@@ -98,7 +100,6 @@ __all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_
 
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
-_NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 
 
 #: The shared block's result arrays the pool's buffers may be (``AtariEngine.allocate``), in
@@ -140,6 +141,16 @@ def _unlink(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
+class _Columns:
+    """The block's columns the async path uses, as attributes (no dict lookup per use)."""
+
+    def __init__(self, v: dict[str, np.ndarray]) -> None:
+        self.ops, self.actions, self.seeds, self.has_seed = v["a_ops"], v["actions"], v["seeds"], v["has_seed"]
+        self.epoch, self.want, self.failed = v["epoch"], v["want"], v["failed"]
+        self.q_env, self.q_tag, self.q_tail, self.q_head = v["q_env"], v["q_tag"], v["q_tail"], v["q_head"]
+        self.ring = int(self.q_env.shape[1])
+
+
 class AtariEngine(BatchedOps):
     """A batch of Atari games on worker processes, for the native executor (see the module
     docstring). With one worker (one env, or one usable core) the games run in the caller,
@@ -174,7 +185,7 @@ class AtariEngine(BatchedOps):
         # Env i belongs to worker i % workers (interleaved, not contiguous): a send of
         # consecutive ids (an async batch) then keeps every worker busy, not one.
         self._owned = [list(range(w, n, workers)) for w in range(workers)]
-        self._owner = np.arange(n) % workers
+        self._owner_of = [i % workers for i in range(n)]
         # A ring holds the commands in flight and, after a discard, skipped ones: each env is
         # in at most one live command, so 4 slots per owned env leave room for 3 discards.
         ring = 4 * len(self._owned[0]) + 8
@@ -184,11 +195,12 @@ class AtariEngine(BatchedOps):
         self._inline: list[Any] | None = None
         self._finalizer: Any = None
         self._pending = Completion()  # async results not collected yet
-        self._inflight: list[deque[tuple[int, int, np.ndarray]]] = [deque() for _ in range(workers)]
+        self._inflight: list[deque[tuple[int, int, int, list[int]]]] = [deque() for _ in range(workers)]
         self._ring_consumed = [0] * workers  # ring slots of collected (or dropped) commands
         self._async_errors: dict[int, EnvWorkerError] = {}
         self._round_errors: dict[int, EnvWorkerError] = {}
         self._shared: dict[str, np.ndarray] = {}  # the pool's buffers that are ours (allocate)
+        self._copied = True  # some result is copied into the pool's buffers (see bind)
         self._next_shared = 0
         if workers == 1:
             # Inline: the games in this process, the same code on plain arrays.
@@ -218,7 +230,11 @@ class AtariEngine(BatchedOps):
         # the mapping goes when the last array does.
         self._v = v = views(buf, fields)
         v["ops"][:] = IDLE
-        v["want"][0] = _NO_WANT
+        v["want"][0] = NO_WANT
+        self._a = _Columns(v)
+        keys = [k for k, _ in INFO_KEYS]
+        self._table = InfoTable({k: v["rep_" + k] for k in keys}, {k: v["step_" + k] for k in keys},
+                                v["reset_after"])
         semaphore: Callable[[], Any] = EventSemaphore if fds else partial(ctx.Semaphore, 0)
         self._round_done = semaphore()
         self._async_done = semaphore()
@@ -364,6 +380,7 @@ class AtariEngine(BatchedOps):
         for name, arr in self._shared.items():
             if getattr(buffers, name) is not arr:  # Buffers.allocate's order changed
                 raise EnvhiveError(f"Atari engine: the shared {name!r} array is not the pool's {name}")
+        self._copied = len(self._shared) < len(_SHARED)
         self._bind_ops(buffers)
 
     def _out(self, name: str, rows: Any, src_rows: Any = None) -> None:
@@ -379,38 +396,47 @@ class AtariEngine(BatchedOps):
         No step here needs Ctrl-C held: a command is written to ring slots the worker does
         not read yet, booked, then published (``q_tail``) and posted. Cut short anywhere, the
         pool calls :meth:`discard`, which drops a booked command that was never published."""
-        b, v = self._ob, self._v
+        b = self._ob
         ids = refuse_reset_options(ids, b.ops, options, self._pending, self.what)
         if not ids.size:
             return
         if self._inline is not None:  # no workers: the ops run now
             self.run(ids, None, self._pending)
             return
-        v["a_ops"][ids] = b.ops[ids]
-        v["actions"][ids] = b.actions[ids]
-        seeded = b.has_seed[ids] & (b.ops[ids] == RESET)
-        v["has_seed"][ids] = seeded
-        for i in ids[seeded].tolist():
-            v["seeds"][i] = b.seed_of(i)
-        epoch = int(v["epoch"][0])
-        owners = self._owner[ids]
-        ring = v["q_env"].shape[1]
-        for w in range(len(self._procs)):
-            mine = ids[owners == w]
-            if not mine.size:
-                continue
-            tail = int(v["q_tail"][w])
-            end = tail + mine.size
+        a = self._a  # the block's columns (see __init__)
+        ops = b.ops[ids]
+        a.ops[ids] = ops
+        a.actions[ids] = b.actions[ids]
+        resets = ops == RESET
+        if np.count_nonzero(resets):  # only a RESET op reads its seed
+            seeded = b.has_seed[ids] & resets
+            a.has_seed[ids] = seeded
+            for i in ids[seeded].tolist():
+                a.seeds[i] = b.seed_of(i)
+        epoch = int(a.epoch[0])
+        groups: dict[int, list[int]] = {}
+        owner = self._owner_of
+        for i in ids.tolist():
+            w = owner[i]
+            group = groups.get(w)
+            if group is None:
+                groups[w] = [i]
+            else:
+                group.append(i)
+        ring = a.ring
+        for w, mine in groups.items():
+            tail = int(a.q_tail[w])
+            end = tail + len(mine)
             if end - self._ring_consumed[w] > ring:
                 raise EnvhiveError(f"Atari worker {w}: its command ring is full (a worker "
                                    "stuck after repeated interrupts?); close the pool")
-            slots = np.arange(tail, end) % ring
-            v["q_env"][w, slots] = mine
-            tags = np.full(mine.size, epoch * 2, np.int64)
-            tags[-1] += 1  # the command's last env
-            v["q_tag"][w, slots] = tags
-            self._inflight[w].append((end, epoch, mine))
-            v["q_tail"][w] = end
+            q_env, q_tag, tag = a.q_env[w], a.q_tag[w], epoch * 2
+            for slot, i in enumerate(mine, tail):
+                q_env[slot % ring] = i
+                q_tag[slot % ring] = tag
+            q_tag[(end - 1) % ring] = tag + 1  # the command's last env
+            self._inflight[w].append((tail, end, epoch, mine))
+            a.q_tail[w] = end
             self._cmd[w].release()  # a post is a memory barrier: the ring is visible
 
     def collect(self, min_count: int) -> Completion:
@@ -420,8 +446,8 @@ class AtariEngine(BatchedOps):
         if self._inline is not None:
             return out
         count = len(out.env_ids) + len(out.errors)
-        v = self._v
-        taken: list[np.ndarray] = []  # applied once, at the end: one set of copies per call
+        a = self._a
+        taken: list[int] = []  # applied once, at the end: one set of copies per call
         try:
             while True:
                 count += self._harvest(taken)
@@ -429,77 +455,78 @@ class AtariEngine(BatchedOps):
                     break
                 # Ask for one post when enough envs are done (not one per env), then look
                 # again: an env may have finished before the workers could read the request.
-                v["want"][0] = int(v["q_head"].sum()) + min_count - count
+                a.want[0] = int(a.q_head.sum()) + min_count - count
                 count += self._harvest(taken)
                 if count >= min_count or not any(self._inflight):
                     break
                 self._take(self._async_done, once=True)
         finally:
-            if v:  # nobody waits now: no posts until the next request (or a worker idles)
-                v["want"][0] = _NO_WANT
+            if self._v:  # nobody waits now: no posts until the next request (or a worker idles)
+                a.want[0] = NO_WANT
         if taken:
-            self._apply(taken[0] if len(taken) == 1 else np.concatenate(taken), out)
+            self._apply(np.array(taken, np.int64), out)
         return out
 
-    def _harvest(self, taken: list[np.ndarray]) -> int:
+    def _harvest(self, taken: list[int]) -> int:
         """Take every finished env (their ids appended to ``taken``, for :meth:`_apply`);
         how many it took.
 
         A worker publishes how far it got in its ring (``q_head``) after each env, so the
-        finished part of a command is taken and the rest stays booked. Cut short between
-        taking envs and applying them, their results are lost, and the pool's
-        :meth:`discard` gives up on them."""
-        v, got, into = self._v, 0, taken
-        current = int(v["epoch"][0])
-        heads = v["q_head"]
+        finished part of a command is taken and the rest stays booked (``_inflight``: per
+        worker, its commands as ``(first slot not taken, end slot, epoch, env ids not
+        taken)``). Cut short between taking envs and applying them, their results are lost,
+        and the pool's :meth:`discard` gives up on them."""
+        a, got = self._a, 0
+        heads = a.q_head.tolist()  # before the failed flags: an env's error precedes its publish
+        current = -1
         for w, flight in enumerate(self._inflight):
-            if not flight or flight[0][0] - flight[0][2].size >= heads[w]:
+            head = heads[w]
+            if not flight or flight[0][0] >= head:
                 continue
-            if v["failed"].any():
-                self._read_errors()
-            head = int(heads[w])
-            while flight and flight[0][0] - flight[0][2].size < head:
-                end, epoch, ids = flight[0]
+            if current < 0:  # the first worker with news
+                current = int(a.epoch[0])
+                if np.count_nonzero(a.failed):
+                    self._read_errors()
+            while flight and flight[0][0] < head:
+                first, end, epoch, ids = flight[0]
                 if end <= head:
                     flight.popleft()
                     part = ids
                 else:  # partly done: keep the rest booked
-                    part = ids[: ids.size - (end - head)]
-                    flight[0] = (end, epoch, ids[part.size:])
+                    part = ids[: head - first]
+                    flight[0] = (head, end, epoch, ids[head - first:])
                 self._ring_consumed[w] = min(end, head)
                 if epoch == current:
-                    into.append(part)
-                    got += part.size
+                    taken.extend(part)
+                    got += len(part)
         return got
 
-    def _apply(self, ids: np.ndarray, out: Completion) -> int:
-        """One finished command's results into the pool's buffers and ``out``."""
+    def _apply(self, ids: np.ndarray, out: Completion) -> None:
+        """Finished envs' results into the pool's buffers and ``out``; their infos stay in
+        the block, read through ``out.info_table`` when their rows are handed out."""
         v = self._v
         failed = v["failed"][ids]
-        if failed.any():
+        if np.count_nonzero(failed):
             for i in ids[failed].tolist():
                 lost = EnvWorkerError("the env raised (its error message was lost)", env_id=i)
                 out.errors[i] = self._async_errors.pop(i, lost)
             ids = ids[~failed]
-        for name in ("obs", "reward", "terminated", "truncated"):
-            self._out(name, ids)
-        ops = v["a_ops"][ids]
-        again = v["reset_after"][ids]
-        if again.any():
-            self._out("final_obs", ids[again])
-        step = [v["step_" + k][ids] for k, _ in INFO_KEYS]
-        reset = [v["info_" + k][ids] for k, _ in INFO_KEYS]
-        keys = [k for k, _ in INFO_KEYS]
-        infos, finals = out.infos, out.final_infos
-        for pos, (i, op, ended) in enumerate(zip(ids.tolist(), ops.tolist(), again.tolist())):
-            if op == RESET or ended:
-                infos[i] = {k: col[pos] for k, col in zip(keys, reset)}
-                if ended:
-                    finals[i] = {k: col[pos] for k, col in zip(keys, step)}
-            else:
-                infos[i] = {k: col[pos] for k, col in zip(keys, step)}
-        out.env_ids.extend(ids.tolist())
-        return int(ids.size + failed.sum())
+        if self._copied:
+            for name in ("obs", "reward", "terminated", "truncated"):
+                self._out(name, ids)
+            again = v["reset_after"][ids]
+            if np.count_nonzero(again):
+                self._out("final_obs", ids[again])
+        # How many ended (a RESET op's flags are False), so the pool's books need not look.
+        ended = int(np.count_nonzero(v["terminated"][ids] | v["truncated"][ids]))
+        if not out.env_ids:
+            out.ended = ended
+        elif out.ended is not None:
+            out.ended += ended
+        done = ids.tolist()
+        out.env_ids.extend(done)
+        out.info_table = self._table
+        out.table_ids.extend(done)
 
     def discard(self) -> None:
         """Forget every started op not collected: queued ones are skipped by the workers,
@@ -510,7 +537,7 @@ class AtariEngine(BatchedOps):
         v = self._v
         v["epoch"][0] += 1
         for w, flight in enumerate(self._inflight):
-            while flight and flight[-1][0] > v["q_tail"][w]:
+            while flight and flight[-1][1] > v["q_tail"][w]:
                 flight.pop()  # booked by a start cut short, never published
         self._async_errors.clear()
 

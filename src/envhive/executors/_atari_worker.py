@@ -32,13 +32,15 @@ from envhive._ops import RESET, RESET_REWARD, resets_in_op
 from envhive.errors import ActionError
 from envhive.executors._worker import SpinPolicy, wait_command
 
-__all__ = ["INFO_KEYS", "IDLE", "CLOSE", "ROUND", "ASYNC", "BUILD", "layout", "views", "size", "worker_main"]
+__all__ = ["INFO_KEYS", "IDLE", "NO_WANT", "CLOSE", "ROUND", "ASYNC", "BUILD", "layout", "views", "size",
+           "worker_main"]
 
 #: EnvPool's Atari infos and their dtypes, in the order of ``AtariEnv.info_values``.
 INFO_KEYS: tuple[tuple[str, type], ...] = (
     ("lives", np.int32), ("reward", np.float32), ("terminated", np.int32), ("elapsed_step", np.int32),
 )
 IDLE = 255  # an op code for "not in this round"
+NO_WANT = 1 << 62  # the block's "want" while the parent waits for nothing
 CLOSE = 1
 ROUND, ASYNC, BUILD = 0, 1, 2  # what an error message belongs to (BUILD: making env i raised)
 
@@ -72,8 +74,10 @@ def layout(n: int, workers: int, ring: int, obs_shape: tuple[int, ...]) -> Layou
         "failed": (np.dtype(np.bool_), (n,)),
     }
     for key, dtype in INFO_KEYS:
-        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # the info of the env's last reset
-        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the info of its last step
+        fields[f"info_{key}"] = (np.dtype(dtype), (n,))  # a round's: the info of the env's last reset
+        fields[f"step_{key}"] = (np.dtype(dtype), (n,))  # the info of its last step (a round's;
+        # a queued op's, only if it ended in a reset: its final info)
+        fields[f"rep_{key}"] = (np.dtype(dtype), (n,))  # a queued op's info, as it reports it
     return fields
 
 
@@ -100,9 +104,9 @@ def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any
         v[prefix + key][i] = value
 
 
-def _reset(v: dict[str, np.ndarray], env: Any, i: int, seed: int | None) -> None:
+def _reset(v: dict[str, np.ndarray], env: Any, i: int, seed: int | None, prefix: str = "info_") -> None:
     v["obs"][i], _ = env.reset(seed=seed)
-    _write_info(v, "info_", i, env.info_values())
+    _write_info(v, prefix, i, env.info_values())
 
 
 def serve_round(v: dict[str, np.ndarray], envs: list[Any], ids: list[int], report: Any) -> None:
@@ -127,11 +131,15 @@ def serve_round(v: dict[str, np.ndarray], envs: list[Any], ids: list[int], repor
 
 
 def perform(v: dict[str, np.ndarray], env: Any, i: int) -> None:
-    """Env ``i``'s whole op (``a_ops``), as ``EnvRunner`` performs one for a Python env."""
+    """Env ``i``'s whole op (``a_ops``), as ``EnvRunner`` performs one for a Python env.
+
+    Its info goes to the ``rep_`` columns (the reset's after a reset, else the step's) and,
+    when the step ended in a reset, the step's info to ``step_`` (its final info): the
+    parent's ``InfoTable`` over them reads no other column."""
     op = int(v["a_ops"][i])
     v["reset_after"][i] = False
     if op == RESET:
-        _reset(v, env, i, int(v["seeds"][i]) if v["has_seed"][i] else None)
+        _reset(v, env, i, int(v["seeds"][i]) if v["has_seed"][i] else None, "rep_")
         v["reward"][i], v["terminated"][i], v["truncated"][i] = RESET_REWARD, False, False
         return
     a = int(v["actions"][i])
@@ -139,12 +147,14 @@ def perform(v: dict[str, np.ndarray], env: Any, i: int) -> None:
         raise ActionError(f"{env.id}: action {a} is outside {env.action_space}")
     reward, term, trunc = env.advance(a)
     v["reward"][i], v["terminated"][i], v["truncated"][i] = reward, term, trunc
-    v["obs"][i] = env.frames
-    _write_info(v, "step_", i, env.info_values())
     if resets_in_op(op, term, trunc):
+        _write_info(v, "step_", i, env.info_values())
         v["final_obs"][i] = env.frames
         v["reset_after"][i] = True
-        _reset(v, env, i, None)
+        _reset(v, env, i, None, "rep_")  # the reset's frames into obs
+    else:
+        v["obs"][i] = env.frames
+        _write_info(v, "rep_", i, env.info_values())
 
 
 class _Queue:
@@ -174,9 +184,14 @@ class _Queue:
             # Publish each env as it ends: the parent takes the first finished envs whatever
             # their commands (a batch mixes workers, so each keeps work queued). Post when the
             # parent has enough (``want``; read after the publish, so one of two workers that
-            # finish together sees the other's) or when going idle (which covers a stale read).
+            # finish together sees the other's), or when going idle while the parent asks for
+            # nothing: that read may be stale (the parent's request and this publish crossed,
+            # each side reading the other's old value), and then this post is the one that
+            # wakes it. A request seen and not met is met by the envs still running
+            # elsewhere, whose workers check it after each env: no post, no wasted wake-up.
             v["q_head"][w] = self.head
-            if self.head == int(v["q_tail"][w]) or int(heads.sum()) >= int(want[0]):
+            asked = int(want[0])
+            if int(heads.sum()) >= asked or (asked == NO_WANT and self.head == int(v["q_tail"][w])):
                 self.done_sem.release()
 
 

@@ -1,14 +1,15 @@
 /* envhive.envs.atari._cframes: Atari frame preprocessing in C (see _frames.py).
  *
  *     push(a, b, pool, stack, depth, h, w, height, width,
- *          xi, xw, xtaps, yi, yw, ytaps, rows, line) -> None
+ *          xi, xw, xtaps, yi, yw, ytaps) -> None
  *
  * Shifts ``stack`` (uint8, depth x h x w, C order) down one frame and writes into its last
  * frame OpenCV's INTER_AREA resize of screen ``a`` (uint8, height x width), max-pooled with
  * ``b`` when ``pool`` (the maximum is then left in ``a``, as ``np.maximum(a, b, out=a)``).
  * ``xi``/``xw`` (int64 / float32, xtaps x w) and ``yi``/``yw`` (ytaps x h) are the area weights
- * of each axis (``_frames.area_taps``, padded with zero weights); ``rows`` (float32,
- * height x w) and ``line`` (float32, at least max(width, w)) are scratch.
+ * of each axis (``_frames.area_taps``, padded with zero weights). The scratch (float32 rows of
+ * horizontal sums, height x w, and a line) is allocated per call: one plan serves every env
+ * of a process, whatever thread runs it, and ~70 KB of scratch per env would add up.
  *
  * The arithmetic is OpenCV's, in the same order, in float32: each source row is summed
  * horizontally (``s = p0 * w0; s += p1 * w1; ...``), the destination rows vertically from
@@ -115,12 +116,13 @@ area_push(uint8_t *restrict A, const uint8_t *restrict B, int pool, uint8_t *res
 static PyObject *
 push(PyObject *self, PyObject *args)
 {
-    Py_buffer a, b, stack, xi, xw, yi, yw, rows, line;
+    Py_buffer a, b, stack, xi, xw, yi, yw;
     int pool;
     Py_ssize_t depth, h, w, height, width, xtaps, ytaps, t;
+    float *rows = NULL, *line = NULL;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "w*y*pw*nnnnny*y*ny*y*nw*w*", &a, &b, &pool, &stack, &depth, &h,
-                          &w, &height, &width, &xi, &xw, &xtaps, &yi, &yw, &ytaps, &rows, &line))
+    if (!PyArg_ParseTuple(args, "w*y*pw*nnnnny*y*ny*y*n", &a, &b, &pool, &stack, &depth, &h,
+                          &w, &height, &width, &xi, &xw, &xtaps, &yi, &yw, &ytaps))
         return NULL;
     if (depth < 1 || h < 1 || w < 1 || height < 1 || width < 1 || xtaps < 1 || ytaps < 1) {
         PyErr_SetString(PyExc_ValueError, "push: sizes must be positive");
@@ -129,8 +131,7 @@ push(PyObject *self, PyObject *args)
     if (!need(&a, height * width, "a") || !need(&b, height * width, "b")
         || !need(&stack, depth * h * w, "stack") || !need(&xi, xtaps * w * 8, "xi")
         || !need(&xw, xtaps * w * 4, "xw") || !need(&yi, ytaps * h * 8, "yi")
-        || !need(&yw, ytaps * h * 4, "yw") || !need(&rows, height * w * 4, "rows")
-        || !need(&line, (width > w ? width : w) * 4, "line"))
+        || !need(&yw, ytaps * h * 4, "yw"))
         goto done;
     for (t = 0; t < xtaps * w; t++)
         if (((const int64_t *)xi.buf)[t] < 0 || ((const int64_t *)xi.buf)[t] >= width) {
@@ -144,15 +145,22 @@ push(PyObject *self, PyObject *args)
         }
     if (a.buf == b.buf)
         pool = 0; /* max(a, a) is a; and the kernel's restrict needs distinct buffers */
+    rows = PyMem_RawMalloc((size_t)(height * w) * sizeof(float));
+    line = PyMem_RawMalloc((size_t)(width > w ? width : w) * sizeof(float));
+    if (rows == NULL || line == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
     area_push((uint8_t *)a.buf, (const uint8_t *)b.buf, pool, (uint8_t *)stack.buf, depth, h, w,
               height, width, (const int64_t *)xi.buf, (const float *)xw.buf, xtaps,
-              (const int64_t *)yi.buf, (const float *)yw.buf, ytaps, (float *)rows.buf,
-              (float *)line.buf);
+              (const int64_t *)yi.buf, (const float *)yw.buf, ytaps, rows, line);
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
+    PyMem_RawFree(rows);
+    PyMem_RawFree(line);
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
     PyBuffer_Release(&stack);
@@ -160,14 +168,12 @@ done:
     PyBuffer_Release(&xw);
     PyBuffer_Release(&yi);
     PyBuffer_Release(&yw);
-    PyBuffer_Release(&rows);
-    PyBuffer_Release(&line);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"push", push, METH_VARARGS,
-     "push(a, b, pool, stack, depth, h, w, height, width, xi, xw, xtaps, yi, yw, ytaps, rows, line)"},
+     "push(a, b, pool, stack, depth, h, w, height, width, xi, xw, xtaps, yi, yw, ytaps)"},
     {NULL, NULL, 0, NULL},
 };
 

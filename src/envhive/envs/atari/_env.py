@@ -110,7 +110,7 @@ class AtariEnv(gym.Env):
         if self._plan is None:
             self._cv2 = require("cv2", "atari", "envhive's Atari envs (frame resizing)")
             self._interp = self._cv2.INTER_AREA if o.use_inter_area_resize else self._cv2.INTER_LINEAR
-        self.observation_space = gym.spaces.Box(0, 255, self._stack.shape, np.uint8)
+        self._observation_space: gym.spaces.Box | None = None  # built when first asked for
         self.action_space = gym.spaces.Discrete(len(self._actions))
         self.max_episode_steps = o.max_episode_steps
         self._limit = o.max_episode_steps or 0
@@ -121,6 +121,18 @@ class AtariEnv(gym.Env):
         self._life_lost = False
         #: The unclipped reward of the last step (0 after a reset).
         self.raw_reward = 0.0
+
+    @property  # type: ignore[override]
+    def observation_space(self) -> gym.spaces.Box:
+        """``Box(0, 255, frames.shape, uint8)``, built on first use: its bound arrays cost
+        ~110 KB per env, which the batched engine's workers never read."""
+        if self._observation_space is None:
+            self._observation_space = gym.spaces.Box(0, 255, self._stack.shape, np.uint8)
+        return self._observation_space
+
+    @observation_space.setter
+    def observation_space(self, space: gym.spaces.Box) -> None:
+        self._observation_space = space
 
     def _seed(self, seed: int | None) -> int:
         """Restart the no-op generator from ``seed`` and return the ALE seed, both drawn as

@@ -42,6 +42,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -96,7 +97,8 @@ def area_taps(src: int, dst: int, taps: int = 1) -> tuple[np.ndarray, np.ndarray
 
 
 class AreaPlan:
-    """One resize (source and destination shape) planned: its weights and scratch rows.
+    """One resize (source and destination shape) planned: its weights (read only, so one
+    plan serves every env of a process: :func:`area_plan` keeps one per shape pair).
 
     Args:
         src: the screen's ``(height, width)``.
@@ -108,8 +110,8 @@ class AreaPlan:
         yi, yw = area_taps(src[0], dst[0], taps=3)
         xi, xw = area_taps(src[1], dst[1], taps=3)
         self._taps = (xi, xw, xi.shape[0], yi, yw, yi.shape[0])
-        self._rows = np.zeros((src[0], dst[1]), np.float32)
-        self._line = np.zeros(max(src[1], dst[1]), np.float32)
+        for table in (xi, xw, yi, yw):
+            table.flags.writeable = False
         self._sizes = (1, dst[0], dst[1], src[0], src[1])
         self._push = _reference_push if _reference or _cframes is None else _cframes.push
 
@@ -118,13 +120,12 @@ class AreaPlan:
         resize of screen ``a`` (max-pooled with ``b`` when ``pool``: the maximum is left in
         ``a``, as ``np.maximum(a, b, out=a)`` would) as its last frame."""
         _, h, w, height, width = self._sizes
-        self._push(a, b, pool, stack, stack.shape[0], h, w, height, width, *self._taps,
-                   self._rows, self._line)
+        self._push(a, b, pool, stack, stack.shape[0], h, w, height, width, *self._taps)
 
 
 def _reference_push(a: Any, b: Any, pool: bool, stack: np.ndarray, depth: int, h: int, w: int,
                     height: int, width: int, xi: np.ndarray, xw: np.ndarray, xtaps: int,
-                    yi: np.ndarray, yw: np.ndarray, ytaps: int, rows: Any, line: Any) -> None:
+                    yi: np.ndarray, yw: np.ndarray, ytaps: int) -> None:
     """What ``_cframes.push`` computes, in numpy, in the same float32 order (the readable
     definition, and what the doctest runs without the C extension)."""
     if pool:
@@ -140,9 +141,11 @@ def _reference_push(a: Any, b: Any, pool: bool, stack: np.ndarray, depth: int, h
     stack[-1] = np.minimum(np.rint(vsum), 255).astype(np.uint8)
 
 
+@functools.lru_cache(maxsize=16)
 def area_plan(src: tuple[int, int], dst: tuple[int, int]) -> AreaPlan | None:
     """The C resize from ``src`` to ``dst`` (grayscale), or ``None`` where OpenCV's
-    ``INTER_AREA`` takes another path, or without the C extension (see the module docstring)."""
+    ``INTER_AREA`` takes another path, or without the C extension (see the module docstring).
+    One plan per shape pair and process, shared by its envs."""
     (sh, sw), (dh, dw) = src, dst
     if _cframes is None or dh > sh or dw > sw or dh < 1 or dw < 1:
         return None
