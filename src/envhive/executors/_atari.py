@@ -455,7 +455,7 @@ class AtariEngine(BatchedOps):
                     break
                 # Ask for one post when enough envs are done (not one per env), then look
                 # again: an env may have finished before the workers could read the request.
-                a.want[0] = int(a.q_head.sum()) + min_count - count
+                a.want[0] = sum(a.q_head.tolist()) + min_count - count
                 count += self._harvest(taken)
                 if count >= min_count or not any(self._inflight):
                     break

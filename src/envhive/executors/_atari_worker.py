@@ -99,9 +99,13 @@ def size(fields: Layout) -> int:
     return max(offset, 1)
 
 
+#: The block's info column names, per prefix, in ``INFO_KEYS`` order.
+_INFO_NAMES = {prefix: [prefix + key for key, _ in INFO_KEYS] for prefix in ("info_", "step_", "rep_")}
+
+
 def _write_info(v: dict[str, np.ndarray], prefix: str, i: int, values: tuple[Any, ...]) -> None:
-    for (key, _), value in zip(INFO_KEYS, values):
-        v[prefix + key][i] = value
+    for name, value in zip(_INFO_NAMES[prefix], values):
+        v[name][i] = value
 
 
 def _reset(v: dict[str, np.ndarray], env: Any, i: int, seed: int | None, prefix: str = "info_") -> None:
@@ -191,7 +195,7 @@ class _Queue:
             # elsewhere, whose workers check it after each env: no post, no wasted wake-up.
             v["q_head"][w] = self.head
             asked = int(want[0])
-            if int(heads.sum()) >= asked or (asked == NO_WANT and self.head == int(v["q_tail"][w])):
+            if sum(heads.tolist()) >= asked or (asked == NO_WANT and self.head == int(v["q_tail"][w])):
                 self.done_sem.release()
 
 
