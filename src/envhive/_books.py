@@ -174,13 +174,7 @@ class Books:
         if not sync:
             self.status[ids] = READY
             self.ready.extend(done.env_ids)
-        resets = 0
-        if self.resets_in_flight:
-            if self.in_flight:
-                resets = int(np.count_nonzero(self._buffers.ops[ids] == _RESET))
-            else:  # nothing else in flight: every pending reset was among these envs
-                resets = self.resets_in_flight
-            self.resets_in_flight -= resets
+        resets = self._resets_back(ids) if self.resets_in_flight else 0
         if done.infos:
             self.infos.update(done.infos)
         if done.final_infos:
@@ -190,6 +184,52 @@ class Books:
             self._tabled[done.table_ids] = True
             self._num_tabled += len(done.table_ids)
         return ids, count, resets, failed
+
+    def _resets_back(self, ids: slice | list[int] | np.ndarray) -> int:
+        """How many of the ops that just came back on ``ids`` were RESET (``in_flight``
+        already counts them out); taken off ``resets_in_flight``."""
+        if self.in_flight:
+            resets = int(np.count_nonzero(self._buffers.ops[ids] == _RESET))
+        else:  # nothing else in flight: every pending reset was among these envs
+            resets = self.resets_in_flight
+        self.resets_in_flight -= resets
+        return resets
+
+    def absorb_finished(self, env_ids: np.ndarray, k: int, table: InfoTable) -> int:
+        """Book what ``Executor.take_finished`` took: envs ``env_ids`` finished, every one
+        without an error, their infos in ``table``; the first ``k`` are handed out at once
+        (:meth:`hand_out_finished`), the rest wait on the ready queue. The same books as
+        :meth:`absorb` and :meth:`take` keep, for the books' usual state when ``recv`` runs
+        (nothing ready, kept or failed: see ``Pool.recv``). Returns how many of the ops were
+        RESET (for ``Pool._finish_ops``)."""
+        count = env_ids.size
+        self.in_flight -= count
+        resets = self._resets_back(env_ids) if self.resets_in_flight else 0
+        if count > k:
+            rest = env_ids[k:]
+            self.status[rest] = READY
+            self.ready.extend(rest.tolist())
+            self._table = table
+            self._tabled[rest] = True
+            self._num_tabled += rest.size
+        return resets
+
+    def hand_out_finished(self, ids: np.ndarray, table: InfoTable) -> Batch:
+        """``recv``'s batch of envs ``ids`` booked by :meth:`absorb_finished` (as
+        :meth:`hand_out`, infos read from ``table``); they are idle again."""
+        self.status[ids] = IDLE
+        k = ids.size
+        infos, finals, has_final = table.take(ids, slice(None), k)
+        obs, reward, term, trunc, ops, final_obs, agents = self._buffers.gather(
+            ids, self._copy, has_final is not None, self._recv_out
+        )
+        return Batch(ids, obs, reward, term, trunc, ops, final_obs, has_final, infos, finals, agents)
+
+    @property
+    def only_in_flight(self) -> bool:
+        """Whether the books hold nothing but envs in flight (nothing ready, no kept infos,
+        no errors): the state in which ``Executor.take_finished`` may serve ``recv``."""
+        return not (self.ready or self.errors or self.infos or self.final_infos or self._num_tabled)
 
     def take_infos(
         self, ids: Sequence[int] | np.ndarray, n: int, by_env: bool = False

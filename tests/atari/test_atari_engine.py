@@ -133,9 +133,12 @@ def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_v
     env = envhive.make(ID, num_envs=2, seed=0, executor="native", autoreset=mode, copy=False)
     engine, b = engine_of(env), env._pool.buffers
     shared = ["obs", "reward", "terminated", "truncated"] + (["final_obs"] if mode == "same_step" else [])
-    assert sorted(engine._shared) == sorted(shared)
+    assert sorted(engine._shared) == sorted([*shared, "actions", "ops"])
     assert all(getattr(b, name) is engine._v[name] for name in shared)
-    assert b.actions is not engine._v["actions"] and b.has_seed is not engine._v["has_seed"]
+    # An async command's actions and ops are written by the pool into the block; seeds are
+    # copied (a seed may not fit the block's column).
+    assert b.actions is engine._v["actions"] and b.ops is engine._v["a_ops"] and engine._cmd_shared
+    assert b.has_seed is not engine._v["has_seed"] and b.seeds is not engine._v["seeds"]
     env.reset()
     obs = env.step(np.zeros(2, np.int64))[0]  # a view (copy=False)
     want = obs.copy()

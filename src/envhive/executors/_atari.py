@@ -102,9 +102,13 @@ _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
 
 
-#: The shared block's result arrays the pool's buffers may be (``AtariEngine.allocate``), in
-#: the order ``Buffers.allocate`` asks for them.
-_SHARED = ("obs", "final_obs", "reward", "terminated", "truncated")
+#: The shared block's arrays the pool's buffers may be (``AtariEngine.allocate``), in the
+#: order ``Buffers.allocate`` asks for them: ``(block field, buffer)``. The results, which the
+#: workers write into the pool's rows, and an async command's actions and ops, which the pool
+#: writes into the workers' (no copy either way).
+_SHARED = (("obs", "obs"), ("final_obs", "final_obs"), ("actions", "actions"), ("reward", "reward"),
+           ("terminated", "terminated"), ("truncated", "truncated"), ("a_ops", "ops"))
+_RESULTS = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
 def _stop(procs: list[Any], cmd_sems: list[Any], done_sems: list[Any], free_block: Callable[[], None],
@@ -197,6 +201,10 @@ class AtariEngine(BatchedOps):
         self._pending = Completion()  # async results not collected yet
         self._inflight: list[deque[tuple[int, int, int, list[int]]]] = [deque() for _ in range(workers)]
         self._ring_consumed = [0] * workers  # ring slots of collected (or dropped) commands
+        # Mirrors of the block's epoch and q_tail, which only this process writes.
+        self._epoch = 0
+        self._tails = [0] * workers
+        self._cmd_shared = False  # the pool's actions and ops are the block's (see bind)
         self._async_errors: dict[int, EnvWorkerError] = {}
         self._round_errors: dict[int, EnvWorkerError] = {}
         self._shared: dict[str, np.ndarray] = {}  # the pool's buffers that are ours (allocate)
@@ -309,7 +317,7 @@ class AtariEngine(BatchedOps):
     def _read_errors(self) -> None:
         """Sort the workers' error messages: a round's, or a queued command's (kept only if
         its command was not discarded: the parent still expects the env)."""
-        current = int(self._v["epoch"][0])
+        current = self._epoch
         for conn in self._conns:
             while conn.poll():
                 try:
@@ -368,11 +376,11 @@ class AtariEngine(BatchedOps):
         want = (tuple(shape), np.dtype(dtype))
         v = self._v
         for k in range(self._next_shared, len(_SHARED)):
-            name = _SHARED[k]
-            if (v[name].shape, v[name].dtype) == want:
+            field, name = _SHARED[k]
+            if (v[field].shape, v[field].dtype) == want:
                 self._next_shared = k + 1
-                self._shared[name] = v[name]
-                return v[name]
+                self._shared[name] = v[field]
+                return v[field]
         return np.zeros(shape, dtype=dtype)
 
     def bind(self, buffers: Buffers) -> None:
@@ -380,7 +388,12 @@ class AtariEngine(BatchedOps):
         for name, arr in self._shared.items():
             if getattr(buffers, name) is not arr:  # Buffers.allocate's order changed
                 raise EnvhiveError(f"Atari engine: the shared {name!r} array is not the pool's {name}")
-        self._copied = len(self._shared) < len(_SHARED)
+        # Some result is copied from the block: a buffer of the pool that is not the block's
+        # (a final_obs is there only when the pool may plan STEP_RESET).
+        self._copied = any(getattr(buffers, name) is not None and name not in self._shared
+                           for name in _RESULTS)
+        # The pool writes an async command's actions and ops into the block itself.
+        self._cmd_shared = "actions" in self._shared and "ops" in self._shared
         self._bind_ops(buffers)
 
     def _out(self, name: str, rows: Any, src_rows: Any = None) -> None:
@@ -397,23 +410,25 @@ class AtariEngine(BatchedOps):
         not read yet, booked, then published (``q_tail``) and posted. Cut short anywhere, the
         pool calls :meth:`discard`, which drops a booked command that was never published."""
         b = self._ob
-        ids = refuse_reset_options(ids, b.ops, options, self._pending, self.what)
-        if not ids.size:
-            return
+        if options:
+            ids = refuse_reset_options(ids, b.ops, options, self._pending, self.what)
+            if not ids.size:
+                return
         if self._inline is not None:  # no workers: the ops run now
             self.run(ids, None, self._pending)
             return
         a = self._a  # the block's columns (see __init__)
         ops = b.ops[ids]
-        a.ops[ids] = ops
-        a.actions[ids] = b.actions[ids]
+        if not self._cmd_shared:  # else the pool wrote them into the block (allocate)
+            a.ops[ids] = ops
+            a.actions[ids] = b.actions[ids]
         resets = ops == RESET
         if np.count_nonzero(resets):  # only a RESET op reads its seed
             seeded = b.has_seed[ids] & resets
             a.has_seed[ids] = seeded
             for i in ids[seeded].tolist():
                 a.seeds[i] = b.seed_of(i)
-        epoch = int(a.epoch[0])
+        epoch = self._epoch
         groups: dict[int, list[int]] = {}
         owner = self._owner_of
         for i in ids.tolist():
@@ -423,9 +438,9 @@ class AtariEngine(BatchedOps):
                 groups[w] = [i]
             else:
                 group.append(i)
-        ring = a.ring
+        ring, tails = a.ring, self._tails
         for w, mine in groups.items():
-            tail = int(a.q_tail[w])
+            tail = tails[w]
             end = tail + len(mine)
             if end - self._ring_consumed[w] > ring:
                 raise EnvhiveError(f"Atari worker {w}: its command ring is full (a worker "
@@ -436,7 +451,8 @@ class AtariEngine(BatchedOps):
                 q_tag[slot % ring] = tag
             q_tag[(end - 1) % ring] = tag + 1  # the command's last env
             self._inflight[w].append((tail, end, epoch, mine))
-            a.q_tail[w] = end
+            a.q_tail[w] = end  # published: the block's tail is the truth (see discard)
+            tails[w] = end
             self._cmd[w].release()  # a post is a memory barrier: the ring is visible
 
     def collect(self, min_count: int) -> Completion:
@@ -445,9 +461,37 @@ class AtariEngine(BatchedOps):
         out, self._pending = self._pending, Completion()
         if self._inline is not None:
             return out
-        count = len(out.env_ids) + len(out.errors)
+        taken = self._finished(min_count - len(out.env_ids) - len(out.errors))
+        if taken:  # applied once, at the end: one set of copies per call
+            self._apply(np.array(taken, np.int64), out)
+        return out
+
+    def take_finished(self, min_count: int) -> tuple[np.ndarray, int, InfoTable] | None:
+        """:meth:`collect` for the pool's lean ``recv`` (``Executor.take_finished``): every
+        finished env, waiting until ``min_count`` finished, as ``(env ids, how many of them
+        ended, the table of their infos)``, their results in the pool's buffers already.
+
+        ``None`` (nothing handed over): the general :meth:`collect` must run, because results
+        are pending from before, or the pool's buffers are copies of the block's arrays, or
+        the games run inline, or an env taken now raised or fewer than ``min_count`` came
+        back (those envs then wait in the pending completion that ``collect`` hands over
+        first)."""
+        if self._inline is not None or self._copied or self._pending.env_ids or self._pending.errors:
+            return None
+        ids = np.array(self._finished(min_count), np.int64)
+        v = self._v
+        if ids.size < min_count or np.count_nonzero(v["failed"][ids]):
+            if ids.size:
+                self._apply(ids, self._pending)
+            return None
+        return ids, int(np.count_nonzero(v["terminated"][ids] | v["truncated"][ids])), self._table
+
+    def _finished(self, min_count: int) -> list[int]:
+        """The ids of every finished env (taken off the rings), waiting until ``min_count``
+        finished (or nothing else runs)."""
         a = self._a
-        taken: list[int] = []  # applied once, at the end: one set of copies per call
+        taken: list[int] = []
+        count = 0
         try:
             while True:
                 count += self._harvest(taken)
@@ -463,9 +507,7 @@ class AtariEngine(BatchedOps):
         finally:
             if self._v:  # nobody waits now: no posts until the next request (or a worker idles)
                 a.want[0] = NO_WANT
-        if taken:
-            self._apply(np.array(taken, np.int64), out)
-        return out
+        return taken
 
     def _harvest(self, taken: list[int]) -> int:
         """Take every finished env (their ids appended to ``taken``, for :meth:`_apply`);
@@ -484,7 +526,7 @@ class AtariEngine(BatchedOps):
             if not flight or flight[0][0] >= head:
                 continue
             if current < 0:  # the first worker with news
-                current = int(a.epoch[0])
+                current = self._epoch
                 if np.count_nonzero(a.failed):
                     self._read_errors()
             while flight and flight[0][0] < head:
@@ -535,9 +577,12 @@ class AtariEngine(BatchedOps):
         if self._inline is not None or not self._v:
             return
         v = self._v
-        v["epoch"][0] += 1
+        self._epoch += 1
+        v["epoch"][0] = self._epoch
+        # The tails as published (a start cut short may have published without its mirror).
+        self._tails = v["q_tail"].tolist()
         for w, flight in enumerate(self._inflight):
-            while flight and flight[-1][1] > v["q_tail"][w]:
+            while flight and flight[-1][1] > self._tails[w]:
                 flight.pop()  # booked by a start cut short, never published
         self._async_errors.clear()
 

@@ -61,7 +61,7 @@ def layout(n: int, workers: int, ring: int, obs_shape: tuple[int, ...]) -> Layou
         "q_env": (np.dtype(np.int64), (workers, ring)),
         "q_tag": (np.dtype(np.int64), (workers, ring)),  # epoch * 2 + (last of its command)
         "ops": (np.dtype(np.uint8), (n,)),  # a round's ops
-        "a_ops": (np.dtype(np.uint8), (n,)),  # a queued env's op
+        "a_ops": (np.dtype(np.int8), (n,)),  # a queued env's op (the pool's ops buffer)
         "actions": (np.dtype(np.int64), (n,)),
         "seeds": (np.dtype(np.uint64), (n,)),
         "has_seed": (np.dtype(np.bool_), (n,)),

@@ -125,6 +125,8 @@ class NativeExecutor(RunsInSend):
         self._buffers = buffers
         # The pool calls step_all every step: hand it the engine's bound method, one frame less.
         self.step_all = engine.step_all  # type: ignore[method-assign,assignment]
+        # An engine whose async results come back without a Completion (Executor.take_finished).
+        self.take_finished = getattr(engine, "take_finished", None) if isinstance(engine, AsyncEngine) else None
 
     def _step_all(self, actions: np.ndarray) -> StepAllResult:
         return self._engine.step_all(actions)  # type: ignore[union-attr]  # hot path: bound

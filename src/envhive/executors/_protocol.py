@@ -120,6 +120,17 @@ class Executor(ABC):
     #: (in ``env_ids`` or ``errors``). The pool calls it only with nothing in flight.
     run_all: Callable[[dict[str, Any] | None], Completion] | None = None
 
+    #: Executors whose ``recv`` can hand over finished envs without a :class:`Completion`
+    #: set this, once bound, to a method ``take_finished(min_count) -> (env_ids, ended,
+    #: info_table) | None``: wait until at least ``min_count`` sent envs finished and take
+    #: every finished one (``env_ids``, int64, in the order ``recv`` would report them),
+    #: every one of them without an error, its results in the pool's buffers, its infos in
+    #: ``info_table`` (an :class:`envhive._infos.InfoTable`); ``ended`` counts those whose
+    #: flags say the episode ended. ``None``: nothing was taken, ``recv`` must run (an env
+    #: raised, or results are pending). The pool calls it only when its books hold nothing
+    #: but envs in flight (see ``Pool.recv``).
+    take_finished: Callable[[int], tuple[np.ndarray, int, Any] | None] | None = None
+
     def _claim(self) -> None:
         """Call at the start of ``launch``: one executor instance serves one pool."""
         if getattr(self, "_claimed", False):
