@@ -13,46 +13,60 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
+import _signal  # signal's C functions: the module's wrappers convert every handler to an enum
 import signal
 import threading
-from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 
 __all__ = ["deferred_interrupts"]
 
+_SIGINT = int(signal.SIGINT)
+_SIG_DFL = int(signal.SIG_DFL)
 
-@contextlib.contextmanager
-def deferred_interrupts() -> Iterator[None]:
+
+class deferred_interrupts:  # used as a function: ``with deferred_interrupts():``
     """Run the block with SIGINT held; an interrupt that came meanwhile is raised after it.
 
     Only the main thread receives signals in Python, so elsewhere this does nothing. It costs
-    two ``signal.signal`` calls: use it on rare paths (messages), not on every step.
+    two ``signal.signal`` calls (a few µs, through ``_signal``: no enum conversions), so it
+    belongs on paths that are one unit to another process, not around every step.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[Any] = []
 
-    def hold(signum: int, frame: Any) -> None:
-        pending.append(frame)
+    __slots__ = ("_active", "_pending", "_previous")
 
-    try:
-        if signal.getsignal(signal.SIGINT) is None:
-            # Not installed from Python (embedding C code, or the interpreter shutting down):
-            # it could not be put back, so leave it alone.
-            yield
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._pending: list[Any] = []
+        self._active = False
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self._pending.append(frame)
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
             return
-        previous = signal.signal(signal.SIGINT, hold)
-    except ValueError:  # not the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
+        try:
+            if _signal.getsignal(_SIGINT) is None:
+                # Not installed from Python (embedding C code, or the interpreter shutting
+                # down): it could not be put back, so leave it alone.
+                return
+            self._previous = _signal.signal(_SIGINT, self._hold)
+        except ValueError:  # not the main interpreter
+            return
+        self._active = True
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._active:
+            return
+        self._active = False
+        previous = self._previous
+        _signal.signal(_SIGINT, previous)
+        if self._pending:
+            frame = self._pending[0]
+            self._pending.clear()
             if callable(previous):
-                previous(signal.SIGINT, pending[0])  # default_int_handler raises KeyboardInterrupt
-            elif previous == signal.SIG_DFL:
+                previous(_SIGINT, frame)  # default_int_handler raises KeyboardInterrupt
+            elif previous == _SIG_DFL:
                 raise KeyboardInterrupt

@@ -311,3 +311,19 @@ def test_workers_exit_when_their_parent_is_sigkilled():
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in pids)
+
+
+def test_an_env_error_inside_a_round_is_that_envs_error():
+    """A round reads the workers' pipes only when an env is flagged failed: the flag and the
+    message both come, before the worker's completion."""
+    from envhive._ops import STEP
+
+    env = envhive.make(ID, num_envs=4, seed=0, executor="native")
+    env.reset(seed=0)
+    engine = engine_of(env)
+    engine._v["actions"][:] = [0, 0, 99, 0]  # past the pool's check: the worker's env raises
+    raised = engine._round(np.arange(4), STEP)
+    assert list(raised) == [2] and "IndexError" in str(raised[2])
+    engine._v["actions"][:] = 0
+    assert engine._round(np.arange(4), STEP) == {}  # the next round reads nothing stale
+    env.close()

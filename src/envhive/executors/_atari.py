@@ -268,7 +268,7 @@ class AtariEngine(BatchedOps):
             self._procs.append(p)
         if self._block is not None:
             self._block.close()  # the workers have their own descriptors; the mapping stays
-        self._wait_round()
+        self._wait_round(built=False)
         self._set_props(options, int(v["num_actions"][0]))
 
     def _set_props(self, options: AtariOptions, num_actions: int) -> None:
@@ -303,11 +303,16 @@ class AtariEngine(BatchedOps):
             raise WorkerDiedError(f"Atari worker {w} died (exit code {code})",
                                   env_ids=self._owned[w], exitcode=code)
 
-    def _wait_round(self) -> None:
-        """Wait for one round completion per worker; their env errors in ``_round_errors``."""
+    def _wait_round(self, built: bool = True) -> None:
+        """Wait for one round completion per worker; their env errors in ``_round_errors``.
+
+        A worker sends an env's error before its completion and flags the env ``failed``, so
+        the pipes are read only when some env is flagged, or after the build (``built=False``:
+        a game that failed to build is a message alone)."""
         for _ in self._procs:
             self._take(self._round_done)
-        self._read_errors()
+        if not built or np.count_nonzero(self._v["failed"]):
+            self._read_errors()
         errors, self._round_errors = self._round_errors, {}
         if -1 in errors:
             self.close()
