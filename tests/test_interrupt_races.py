@@ -489,3 +489,27 @@ def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
         assert pool.wait().op.tolist()[2:] == [int(envhive._ops.Op.STEP)] * 2
         assert_fresh_and_usable(env)
     env.close()
+
+
+@pytest.mark.parametrize("call", ["wait", "recv"])
+@pytest.mark.parametrize("name", ["serial", "process"])
+def test_ctrl_c_at_the_first_check_of_wait_and_recv(name, call):
+    """A Ctrl-C in ``wait``'s or ``recv``'s first check, with envs in flight, is inside the
+    call's guard too: the envs in flight are given up and ``reset()`` works (it raised
+    PendingCallError when the checks ran before the guard)."""
+    env = make(name, batch_size=2, hold=-1)
+    pool = env.pool
+    env.async_reset(seed=0)
+    original = pool._check_open
+
+    def interrupted() -> None:
+        pool._check_open = original  # type: ignore[method-assign]
+        raise KeyboardInterrupt
+
+    pool._check_open = interrupted  # type: ignore[method-assign]
+    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C at {call}'s first check"):
+        with pytest.raises(KeyboardInterrupt):
+            pool.wait() if call == "wait" else pool.recv()
+        assert pool.pending == 0
+        assert_fresh_and_usable(env)
+    env.close()

@@ -677,9 +677,9 @@ class Pool:
 
     def recv(self) -> Batch:
         """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
-        self._check_open()
         books, ids, k = self._books, self._all[:0], self.batch_size
-        try:  # to the return: envs taken off the books are handed out or given up (_books)
+        try:  # guarded whole, as send: envs taken off the books are handed out or given up
+            self._check_open()
             if self._take_finished is not None and books.in_flight >= k and books.only_in_flight:
                 # The lean path: the engine hands over the finished envs with no Completion
                 # (Executor.take_finished); the same books as below, in fewer moves.
@@ -731,11 +731,11 @@ class Pool:
             ([1, -1, 1], (3, 4))
             >>> pool.close()
         """
-        self._check_open()
-        check_seconds(timeout, "timeout", zero_ok=True)
         n, books = self.num_envs, self._books
         sent = self._all[:0]
-        try:  # to the return: the books change below (see _books)
+        try:  # guarded whole, as send: the books change below (see _books)
+            self._check_open()
+            check_seconds(timeout, "timeout", zero_ok=True)
             # Every env sent: cut short by a Ctrl-C, their rows are lost (they need a reset),
             # also once wait_all has marked them idle and before their rows are handed out.
             sent = np.flatnonzero(books.status != IDLE)
