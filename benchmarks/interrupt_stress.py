@@ -32,6 +32,7 @@ It prints one line per cell and a summary, and exits non-zero if any hang or wro
 from __future__ import annotations
 
 import argparse
+import dis
 import faulthandler
 import functools
 import gc
@@ -264,12 +265,23 @@ def settle(pool: Any, err: BaseException) -> None:
     tb = err.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    inside = tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_ENVHIVE_DIR)
+    inside = tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(
+        _ENVHIVE_DIR) and not at_entry(tb)
     if not inside and pool.pending and not pool.closed:
         try:
             pool.wait()
         except envhive.EnvhiveError:
             pass
+
+
+def at_entry(tb: Any) -> bool:
+    """Whether the interrupt was delivered as its frame's function was entered (at its
+    ``RESUME``, where Python checks for signals, before its first line ran): the call did
+    nothing yet, as if the Ctrl-C had struck the caller just before it."""
+    for ins in dis.get_instructions(tb.tb_frame.f_code):
+        if ins.opname == "RESUME":
+            return bool(tb.tb_lasti <= ins.offset)
+    return False
 
 
 def sigint_after(seconds: float) -> threading.Timer:

@@ -12,6 +12,7 @@ correct results (``assert_fresh_and_usable``); a close leaves no segment and no 
 
 from __future__ import annotations
 
+import dis
 import faulthandler
 import functools
 import gc
@@ -144,10 +145,15 @@ def assert_fresh_and_usable(env: Any, n: int = 4) -> None:
 
 
 def landed_in_caller(tb: Any) -> bool:
-    """Whether a ``KeyboardInterrupt`` was raised in this file's own code, not in envhive's."""
+    """Whether a ``KeyboardInterrupt`` was raised in this file's own code, not in envhive's,
+    or as an envhive function was entered (at its ``RESUME``, where Python checks for
+    signals, before its first line ran: it did nothing yet)."""
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_code.co_filename == __file__
+    if tb.tb_frame.f_code.co_filename == __file__:
+        return True
+    resume = next(ins.offset for ins in dis.get_instructions(tb.tb_frame.f_code) if ins.opname == "RESUME")
+    return bool(tb.tb_lasti <= resume)
 
 
 def own_segments() -> list[str]:
@@ -342,6 +348,54 @@ def test_ctrl_c_in_the_front_ends_layout_of_a_recv(monkeypatch, api):
             env.recv()
         assert env.pool.pending == 0  # the envs still in flight were given up
         env.reset()
+    env.close()
+
+
+@pytest.mark.parametrize(("api", "call"), [
+    ("gymnasium", "send"), ("gymnasium", "recv"), ("gymnasium", "async_reset"),
+    ("gymnasium", "step_async"), ("gymnasium", "reset_async"),
+    ("dm_env", "send"), ("dm_env", "recv"), ("dm_env", "async_reset"),
+])
+def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(api, call):
+    """Python delivers a signal when a call completes, in the caller's frame: a Ctrl-C just
+    as the pool's send/recv/async_reset returned into the front end (simulated: the pool's
+    call does its work, then raises) leaves nothing in flight and nothing pending, as one
+    inside the pool does; reset() and the async calls work after it."""
+    fns = [functools.partial(SlowEnv, i, 0, -1) for i in range(4)]
+    env = envhive.make(fns, executor="serial", batch_size=2, api=api, seed=0)
+    pool = env.pool
+    pool_call = {"step_async": "send", "reset_async": "async_reset"}.get(call, call)
+    original = getattr(pool, pool_call)
+
+    def then_interrupted(*args: Any, **kwargs: Any) -> Any:
+        setattr(pool, pool_call, original)
+        original(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    with Watchdog(10.0, f"{api}: a Ctrl-C as the pool's {pool_call} returned into {call}"):
+        env.reset()
+        if call == "recv":
+            env.send(np.zeros(4, np.int64), np.arange(4))  # two stay in flight after the recv
+        setattr(pool, pool_call, then_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            if call == "send":
+                env.send(np.zeros(2, np.int64), np.arange(2))
+            elif call == "async_reset":
+                env.async_reset(np.arange(2), seed=0) if api == "dm_env" else env.async_reset(np.arange(2))
+            elif call == "step_async":
+                env.step_async(np.zeros(4, np.int64))
+            elif call == "reset_async":
+                env.reset_async(seed=0)
+            else:
+                env.recv()
+        assert pool.pending == 0
+        env.reset()
+        env.send(np.zeros(4, np.int64), np.arange(4))
+        assert sorted(int(i) for _ in range(2) for i in (
+            env.recv()[4]["env_id"] if api == "gymnasium" else env.recv()[1])) == [0, 1, 2, 3]
+        if api == "gymnasium":
+            env.step_async(np.zeros(4, np.int64))  # nothing left pending from the interrupted call
+            env.step_wait()
     env.close()
 
 

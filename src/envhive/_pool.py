@@ -380,6 +380,20 @@ class Pool:
         short inside the pool does, so that the next ``reset()`` works."""
         self._cut_short(err, self._all[:0], always=True, sync=False)
 
+    def raised_around(self, err: BaseException) -> None:
+        """A front end's call around one of this pool's calls raised ``err``.
+
+        An ``Exception`` is the pool's own (raised with its books straight: an env's error
+        leaves the other envs in flight) or the front end's, about its input, before the pool
+        was called: nothing to do (a bad input loses nothing). A ``KeyboardInterrupt`` (or
+        ``SystemExit``) may have struck in the front end's frame after the pool's call returned
+        (Python delivers a signal when a call completes, in the caller's frame): everything in
+        flight is given up (:meth:`cut_short`), as when it strikes inside the pool, so that the
+        next ``reset()`` works. A front end calls this from a ``try`` around its whole body (a
+        ``with`` block would not do: the signal can land when its ``__exit__`` returns)."""
+        if not isinstance(err, Exception):
+            self.cut_short(err)
+
     def _absorb(self, done: Completion, sync: bool = False) -> int:
         """Account for a completion of the general path (``send``/``recv``, ``run_all``): the
         books' part (``Books.absorb``), then the envs' (``_finish_ops``)."""

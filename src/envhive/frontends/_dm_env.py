@@ -149,19 +149,32 @@ class DmEnv:
 
     def async_reset(self, env_ids: Any = None, *, seed: Any = None) -> None:
         """Start resetting ``env_ids`` (default: every env); collect with :meth:`recv`."""
-        self._pool.async_reset(env_ids, seed=seed)
+        try:  # a Ctrl-C as the pool's call returns: see Pool.raised_around
+            self._pool.async_reset(env_ids, seed=seed)
+        except BaseException as err:
+            self._pool.raised_around(err)
+            raise
 
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start stepping ``env_ids`` (default: every env) with ``actions``, one row each."""
-        self._pool.send(actions, env_ids)
+        try:
+            self._pool.send(actions, env_ids)
+        except BaseException as err:
+            self._pool.raised_around(err)
+            raise
 
     def recv(self) -> tuple[Any, np.ndarray]:
         """``(timestep, env_ids)`` for the first ``batch_size`` envs to finish."""
-        batch = self._pool.recv()
+        received = False
         try:
+            batch = self._pool.recv()
+            received = True
             return self._timestep(batch), batch.env_ids
-        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
-            self._pool.cut_short(err)
+        except BaseException as err:  # in the layout: as if it struck inside recv
+            if received:
+                self._pool.cut_short(err)
+            else:
+                self._pool.raised_around(err)
             raise
 
     def observation_spec(self) -> Any:

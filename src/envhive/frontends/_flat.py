@@ -179,19 +179,32 @@ class FlatAgents:
         return self._flat(self.pool.step(self._unfold(actions, self.pool.num_envs)))
 
     def send(self, actions: Any, env_id: Any = None) -> None:
-        envs = self._env_ids(env_id)
-        count = self.pool.num_envs if envs is None else len(envs)
-        self.pool.send(self._unfold(actions, count), envs)
+        try:  # a Ctrl-C as the pool's call returns: see Pool.raised_around
+            envs = self._env_ids(env_id)
+            count = self.pool.num_envs if envs is None else len(envs)
+            self.pool.send(self._unfold(actions, count), envs)
+        except BaseException as err:
+            self.pool.raised_around(err)
+            raise
 
     def async_reset(self, env_id: Any = None, seed: Any = None, options: dict[str, Any] | None = None) -> None:
-        self.pool.async_reset(self._env_ids(env_id), seed=seed, options=options)
+        try:
+            self.pool.async_reset(self._env_ids(env_id), seed=seed, options=options)
+        except BaseException as err:
+            self.pool.raised_around(err)
+            raise
 
     def recv(self) -> Batch:
-        batch = self.pool.recv()
+        received = False
         try:
+            batch = self.pool.recv()
+            received = True
             return self._flat(batch)
-        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
-            self.pool.cut_short(err)
+        except BaseException as err:  # in the layout: as if it struck inside recv
+            if received:
+                self.pool.cut_short(err)
+            else:
+                self.pool.raised_around(err)
             raise
 
     def cut_short(self, err: BaseException) -> None:

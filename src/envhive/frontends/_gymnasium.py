@@ -346,8 +346,7 @@ class VectorEnv(GymVectorEnv):
             check_options(options)
             options = dict(options)
             ids = reset_mask_ids(options.pop("reset_mask"), self.num_envs)
-        self._pool.async_reset(ids, seed=seed, options=options)
-        self._waiting = "reset"
+        self._sent("reset", self._pool.async_reset, ids, seed=seed, options=options)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """The result of ``reset_async``: ``(obs, infos)`` for every env, as ``reset`` returns.
@@ -387,8 +386,19 @@ class VectorEnv(GymVectorEnv):
         self._start("step")
         if self._torch is not None:
             actions = self._torch.actions(actions)
-        self._pool.send(actions)
-        self._waiting = "step"
+        self._sent("step", self._pool.send, actions)
+
+    def _sent(self, call: str, dispatch: Any, *args: Any, **kwargs: Any) -> None:
+        """``{call}_async``'s dispatch, and the call marked pending. A Ctrl-C on the way (in
+        the pool, or in this frame as the pool's call returns) leaves nothing in flight and
+        nothing pending (``Pool.raised_around``)."""
+        try:
+            dispatch(*args, **kwargs)
+            self._waiting = call
+        except BaseException as err:
+            self._waiting = None
+            self._pool.raised_around(err)
+            raise
 
     def step_wait(self, timeout: float | None = None) -> Transition:
         """The result of ``step_async``: ``(obs, rewards, terminations, truncations, infos)``
@@ -422,17 +432,25 @@ class VectorEnv(GymVectorEnv):
         """
         if self._waiting is not None:
             self._refuse_during_gym_call("async_reset")
-        self._pool.async_reset(env_id, seed=seed, options=options)
+        try:  # a Ctrl-C as the pool's call returns: see Pool.raised_around
+            self._pool.async_reset(env_id, seed=seed, options=options)
+        except BaseException as err:
+            self._pool.raised_around(err)
+            raise
 
     def send(self, actions: Any, env_id: Any = None) -> None:
         """Start stepping envs ``env_id`` (default: every env) with ``actions`` (one row each)."""
         if self._waiting is not None:
             self._refuse_during_gym_call("send")
-        if self._torch is not None:
-            actions = self._torch.actions(actions)
-            if env_id is not None:
-                env_id = self._torch.actions(env_id)
-        self._pool.send(actions, env_id)
+        try:  # a Ctrl-C as the pool's call returns: see Pool.raised_around
+            if self._torch is not None:
+                actions = self._torch.actions(actions)
+                if env_id is not None:
+                    env_id = self._torch.actions(env_id)
+            self._pool.send(actions, env_id)
+        except BaseException as err:
+            self._pool.raised_around(err)
+            raise
 
     def recv(self) -> Transition:
         """The first ``batch_size`` envs to finish: ``(obs, rew, term, trunc, info)``.
@@ -441,13 +459,18 @@ class VectorEnv(GymVectorEnv):
         """
         if self._waiting is not None:
             self._refuse_during_gym_call("recv")
-        b = self._pool.recv()
+        received = False
         try:
+            b = self._pool.recv()
+            received = True
             if self._torch is not None:
                 return self._torch_transition(b, True)
             return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
-        except BaseException as err:  # a Ctrl-C in the layout: as if it struck inside recv
-            self._pool.cut_short(err)
+        except BaseException as err:  # in the layout: as if it struck inside recv
+            if received:
+                self._pool.cut_short(err)
+            else:
+                self._pool.raised_around(err)
             raise
 
     def _check_open(self) -> None:

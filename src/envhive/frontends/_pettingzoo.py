@@ -170,8 +170,12 @@ class PettingZooEnv:
         batch = self._act_codec.allocate(envs.size)
         for j, i in enumerate(envs.tolist()):
             self._act_codec.write(batch, j, self._env_action(i, actions))
-        self.pool.send(batch, envs)
-        b = self.pool.wait()
+        try:  # a Ctrl-C between the two (or as one returns): see Pool.raised_around
+            self.pool.send(batch, envs)
+            b = self.pool.wait()
+        except BaseException as err:
+            self.pool.raised_around(err)
+            raise
         assert b.agents is not None
         stepped = np.zeros(n, np.bool_)
         stepped[envs] = True
