@@ -211,6 +211,10 @@ class FlatAgents:
         """The wrapped pool's :meth:`~envhive._pool.Pool.cut_short`."""
         self.pool.cut_short(err)
 
+    def raised_around(self, err: BaseException) -> None:
+        """The wrapped pool's :meth:`~envhive._pool.Pool.raised_around`."""
+        self.pool.raised_around(err)
+
     def wait(self, timeout: float | None = None, *, caller: str = "wait") -> Batch:
         return self._flat(self.pool.wait(timeout, caller=caller))
 
