@@ -381,16 +381,11 @@ class Pool:
         self._cut_short(err, self._all[:0], always=True, sync=False)
 
     def raised_around(self, err: BaseException) -> None:
-        """A front end's call around one of this pool's calls raised ``err``.
-
-        An ``Exception`` is the pool's own (raised with its books straight: an env's error
-        leaves the other envs in flight) or the front end's, about its input, before the pool
-        was called: nothing to do (a bad input loses nothing). A ``KeyboardInterrupt`` (or
-        ``SystemExit``) may have struck in the front end's frame after the pool's call returned
-        (Python delivers a signal when a call completes, in the caller's frame): everything in
-        flight is given up (:meth:`cut_short`), as when it strikes inside the pool, so that the
-        next ``reset()`` works. A front end calls this from a ``try`` around its whole body (a
-        ``with`` block would not do: the signal can land when its ``__exit__`` returns)."""
+        """A front end's call around one of this pool's calls raised ``err``: a Ctrl-C (or
+        ``SystemExit``), maybe in the front end's frame as the pool's call returned, gives up
+        what is in flight (:meth:`cut_short`); an ``Exception`` (the pool's own, or about the
+        front end's input) loses nothing. Called from a ``try`` over the front end's whole
+        body (not a ``with``: a signal can land as its ``__exit__`` returns)."""
         if not isinstance(err, Exception):
             self.cut_short(err)
 
@@ -641,13 +636,8 @@ class Pool:
             if lean is not None:  # the common case, checked in one go (see _send_ids)
                 ids = lean
                 self.buffers.actions[ids] = actions
-                dispatched = True
-                if self._any_ended:
-                    self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids]))
-                else:  # no env ended: every op is the mode's plain one, none is RESET
-                    self.buffers.ops[ids] = self._plain_op
-                    self._books.sent(ids, ids.size, 0, False)
-                    self.executor.send(ids, None)
+                dispatched = True  # no env ended: every op is the mode's plain one (no planning)
+                self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids]) if self._any_ended else self._plain_op)
                 return
             ids = self._env_ids(env_id)
             self._books.check_idle(ids, "send")
@@ -661,11 +651,9 @@ class Pool:
             raise
 
     def _send_ids(self, actions: Any, env_id: Any) -> np.ndarray | None:
-        """``send``'s common case checked in one go: the ids (a fresh int64 array) when
-        ``env_id`` is a 1-d int array of distinct envs in range, all idle, no env is blocked,
-        and ``actions`` is one array of their valid actions; else ``None``, and the general
-        path checks each and raises the precise error. It accepts nothing the general path
-        refuses (``tests/test_lean_async.py``)."""
+        """``send``'s common case checked in one go: the ids (a fresh int64 array) of distinct
+        idle envs in range given as a 1-d int array, no env blocked, ``actions`` one array of
+        valid actions; else ``None`` (the general path raises the precise error)."""
         if type(env_id) is not np.ndarray or type(actions) is not np.ndarray or self._any_blocked or (
             env_id.ndim != 1 or env_id.dtype.kind not in "iu"
         ):
