@@ -314,8 +314,8 @@ def test_workers_exit_when_their_parent_is_sigkilled():
 
 
 def test_an_env_error_inside_a_round_is_that_envs_error():
-    """A round reads the workers' pipes only when an env is flagged failed: the flag and the
-    message both come, before the worker's completion."""
+    """A round reads the workers' error pipes when one poll over them says a message is
+    there: the env's message comes before the worker's completion."""
     from envhive._ops import STEP
 
     env = envhive.make(ID, num_envs=4, seed=0, executor="native")

@@ -54,6 +54,7 @@ Examples:
 from __future__ import annotations
 
 import multiprocessing as mp
+import select
 import time
 import weakref
 from collections import deque
@@ -196,6 +197,7 @@ class AtariEngine(BatchedOps):
         fields = worker_layout(n, workers, ring, shape)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
+        self._errors_ready: Any = None  # a select.poll over the error pipes (see below)
         self._inline: list[Any] | None = None
         self._finalizer: Any = None
         self._pending = Completion()  # async results not collected yet
@@ -268,7 +270,13 @@ class AtariEngine(BatchedOps):
             self._procs.append(p)
         if self._block is not None:
             self._block.close()  # the workers have their own descriptors; the mapping stays
-        self._wait_round(built=False)
+        # One poll over every worker's error pipe: most rounds have nothing to read, and this
+        # says so in one system call (Connection.poll builds a selector per call).
+        if hasattr(select, "poll"):
+            self._errors_ready = select.poll()
+            for conn in self._conns:
+                self._errors_ready.register(conn.fileno(), select.POLLIN)
+        self._wait_round()
         self._set_props(options, int(v["num_actions"][0]))
 
     def _set_props(self, options: AtariOptions, num_actions: int) -> None:
@@ -303,16 +311,11 @@ class AtariEngine(BatchedOps):
             raise WorkerDiedError(f"Atari worker {w} died (exit code {code})",
                                   env_ids=self._owned[w], exitcode=code)
 
-    def _wait_round(self, built: bool = True) -> None:
-        """Wait for one round completion per worker; their env errors in ``_round_errors``.
-
-        A worker sends an env's error before its completion and flags the env ``failed``, so
-        the pipes are read only when some env is flagged, or after the build (``built=False``:
-        a game that failed to build is a message alone)."""
+    def _wait_round(self) -> None:
+        """Wait for one round completion per worker; their env errors in ``_round_errors``."""
         for _ in self._procs:
             self._take(self._round_done)
-        if not built or np.count_nonzero(self._v["failed"]):
-            self._read_errors()
+        self._read_errors()
         errors, self._round_errors = self._round_errors, {}
         if -1 in errors:
             self.close()
@@ -322,6 +325,8 @@ class AtariEngine(BatchedOps):
     def _read_errors(self) -> None:
         """Sort the workers' error messages: a round's, or a queued command's (kept only if
         its command was not discarded: the parent still expects the env)."""
+        if self._errors_ready is not None and not self._errors_ready.poll(0):
+            return  # no message in any pipe
         current = self._epoch
         for conn in self._conns:
             while conn.poll():
