@@ -337,13 +337,17 @@ class Pool:
         """Receive completions of at least ``min_count`` envs (``executor.recv``; ``run_all()``
         if given) and book them (``_absorb``): the books' ``Pull``. A dead worker closes the
         pool."""
+        done = self._waited(self.executor.recv, min_count) if run_all is None else self._waited(run_all, None)
+        return self._absorb(done, sync)
+
+    def _waited(self, call: Any, arg: Any) -> Any:
+        """``call(arg)``: an executor's call that waits for results. A dead worker means the
+        executor shut itself down (``on_worker_failure="raise"``): so does the pool."""
         try:
-            done = self.executor.recv(min_count) if run_all is None else run_all(None)
+            return call(arg)
         except WorkerDiedError:
-            # The executor shut itself down (on_worker_failure="raise"): so does the pool.
             self.close()
             raise
-        return self._absorb(done, sync)
 
     def _cut_short(
         self, err: BaseException, ids: np.ndarray, always: bool = False, sync: bool = True
@@ -570,11 +574,7 @@ class Pool:
         if resets and self._maybe_seeded:
             self._clear_seeds(self._all)
         books.in_flight, books.resets_in_flight = n, resets  # a Ctrl-C in the run drops them
-        try:
-            done = self._run_all(None)  # type: ignore[misc]  # set: _fused says so
-        except WorkerDiedError:  # as _pull: the executor shut itself down, so does the pool
-            self.close()
-            raise
+        done = self._waited(self._run_all, None)
         if done.errors:
             self._absorb(done, sync=True)
             books.drain(self._pull)  # raises the first env's error, every env idle again
@@ -685,11 +685,7 @@ class Pool:
             if self._take_finished is not None and books.in_flight >= k and books.only_in_flight:
                 # The lean path: the engine hands over the finished envs with no Completion
                 # (Executor.take_finished); the same books as below, in fewer moves.
-                try:
-                    got = self._take_finished(k)
-                except WorkerDiedError:  # as _pull: the executor shut itself down
-                    self.close()
-                    raise
+                got = self._waited(self._take_finished, k)
                 if got is not None:
                     finished, ended, table = got
                     ids = finished[:k]
