@@ -126,6 +126,40 @@ def test_object_actions_travel_with_the_command():
     np.testing.assert_allclose(b.obs[:, 0], [0.2, 0.4])
 
 
+def test_a_reply_keeps_its_infos_while_the_core_runs_the_next_commands():
+    # The core reuses its completion from one RUN to the next only while no reply holds its
+    # dicts: a reply read after later commands (no pickling in between) still says what it said.
+    link, b = slice_core(0, 3, n=3)
+    core = link.core
+    b.ops[:] = RESET
+    first = core.handle(Run([0, 1, 2]))
+    assert sorted(first.infos) == [0, 1, 2]
+    kept = {i: dict(info) for i, info in first.infos.items()}
+    for t in range(4):
+        b.ops[:] = STEP_RESET
+        b.actions[:] = t % 3
+        later = core.handle(Run([0, 1, 2] if t % 2 else [1]))  # whole slice and a subset
+        assert later is not first and later.infos is not first.infos
+    assert first.infos == kept
+
+
+def test_whole_slice_and_subset_commands_step_the_same_envs_alike():
+    # A RUN of the whole slice in order takes the runner's whole-slice path; the same ops sent
+    # one env at a time take the general one: same rows either way.
+    whole, wb = slice_core(4, 3, n=7)
+    single, sb = slice_core(4, 3, n=7)
+    ids = [4, 5, 6]
+    for t in range(7):
+        for b in (wb, sb):
+            b.ops[ids] = RESET if t == 0 else STEP_RESET
+            b.actions[ids] = [t % 3, (t + 1) % 3, (t + 2) % 3]
+        whole.send(Run(ids))
+        for i in ids:
+            single.send(Run([i]))
+        for name in ("obs", "reward", "terminated", "truncated", "final_obs"):
+            np.testing.assert_array_equal(getattr(wb, name)[ids], getattr(sb, name)[ids], err_msg=name)
+
+
 def test_close_closes_the_envs():
     link, _ = slice_core(0, 2, n=2)
     assert link.send(Close()) is None

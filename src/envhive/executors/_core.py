@@ -187,6 +187,10 @@ class WorkerCore:
         self._obs_objects = object_leaves(buffers.obs)
         self._final_objects = object_leaves(buffers.final_obs) if buffers.final_obs is not None else []
         self._act_objects = object_leaves(buffers.actions)
+        self._slice = list(range(runner.first_id, runner.first_id + len(runner.envs)))
+        self._ids: list[int] | None = None  # the ids of the last RUN, and whether they are
+        self._whole = False  # the whole slice in order
+        self._out = Completion()
 
     @property
     def has_object_actions(self) -> bool:
@@ -212,20 +216,33 @@ class WorkerCore:
 
     def _run(self, command: Run) -> RunReply:
         ids = command.ids
-        rows = ids if not self._row0 else [i - self._row0 for i in ids]
         if command.big_seeds is not None:
             for i, seed in command.big_seeds.items():
                 self.buffers.big_seeds[i - self._row0] = seed
         if command.object_actions is not None:
             for leaf, values in zip(self._act_objects, command.object_actions):
-                leaf[rows] = values
-        out = Completion()
-        self.runner.run(ids, command.options, out)
+                leaf[self._rows(ids)] = values
+        # The completion of the last RUN, reused unless its reply took its dicts: only its
+        # env ids (which no reply carries) are left in it.
+        out = self._out
+        out.env_ids.clear()
+        if ids is not self._ids:  # commands of sync calls bring the same list every time
+            self._ids, self._whole = ids, ids == self._slice
+        if self._whole:  # the whole slice in order: the runner's shortest path
+            self.runner.run_whole(ids, command.options, out)
+        else:
+            self.runner.run(ids, command.options, out)
         if not (out.infos or out.final_infos or out.errors or self._obs_objects):
             return _EMPTY
+        self._out = Completion()
+        rows = self._rows(ids)
         objects = [leaf[rows].tolist() for leaf in self._obs_objects]
         finals = [leaf[rows].tolist() for leaf in self._final_objects] if out.final_infos else None
         return RunReply(out.infos, out.final_infos, out.errors, objects, finals)
+
+    def _rows(self, ids: list[int]) -> list[int]:
+        """The buffer rows of env ``ids``."""
+        return ids if not self._row0 else [i - self._row0 for i in ids]
 
 
 _EMPTY = RunReply()

@@ -12,8 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
 from envhive._runner import EnvRunner
 from envhive.executors._shm import SharedArena, release_semaphore
 from envhive.executors._slices import SendQueue
@@ -56,7 +54,7 @@ class Shutdown:
         self.workers: list[WorkerHandle] = []
         self.inline: EnvRunner | None = None
         self.arena = SharedArena()
-        self.kind: np.ndarray | None = None
+        self.kind: Any = None  # the control block's per-worker command kinds (a memoryview)
         self.done_sem: Any = None
 
     def __call__(self) -> None:

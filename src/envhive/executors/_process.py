@@ -365,13 +365,20 @@ class ProcessExecutor(Executor):
             message = encode_command(run, f"the reset options or actions of envs {ids}")
         if wk.maybe_extra:
             self._take_back_spare_post(wk)
-        ctrl.cmd_msg[wk.w] = message is not None
-        ctrl.kind[wk.w] = CMD_RUN
+        self._publish(wk, options, message)
+
+    def _publish(self, wk: WorkerHandle, options: dict[str, Any] | None, message: bytes | None) -> None:
+        """Send ``wk`` a RUN of the ids now in its control block (``wk.cmd_ids``)."""
+        ctrl = self._ctrl
+        assert ctrl is not None
+        w = wk.w
+        ctrl.cmd_msg[w] = message is not None
+        ctrl.kind[w] = CMD_RUN
         # Busy before the sequence number moves: a Ctrl-C anywhere from here on leaves a
         # command that discard() sees and settles (_settle_post).
-        wk.busy, wk.busy_options = ids, options
+        wk.busy, wk.busy_options = wk.cmd_ids, options
         wk.sent_at = time.monotonic()
-        ctrl.seq[wk.w] += 1
+        ctrl.seq[w] += 1
         self._post(wk, message)
 
     def _post(self, wk: WorkerHandle, message: bytes | None) -> None:
@@ -447,18 +454,64 @@ class ProcessExecutor(Executor):
         """
         self._check_usable()
         workers = self._state.workers
-        self._drain_discarded()
-        out = Completion()
+        if options is None and self._plain_call():
+            for wk in workers:  # the control block holds each worker's ids already
+                self._publish(wk, None, None)
+            out = Completion()  # made while the workers run
+        else:
+            self._drain_discarded()
+            out = Completion()
+            groups = self._map.all_groups
+            for wk in workers:
+                self._dispatch(wk, groups[wk.w][1], options)
+            if self._inline is not None:
+                self._inline.run(groups[0][1], options, out)
+        self._collect_all(out)
+        return out
+
+    def _plain_call(self) -> bool:
+        """Whether a sync call's commands need nothing ``_dispatch`` checks: no parent slice,
+        no lost envs to substitute, no object actions or big seeds to carry, every worker idle
+        with no spare post, and the control block holding each worker's whole slice (the
+        last command was a sync call's too)."""
+        if (self._inline is not None or self._restarts.lost or self._results.act_objects
+                or self._buffers.big_seeds):  # type: ignore[union-attr]
+            return False
         groups = self._map.all_groups
+        for wk in self._state.workers:
+            if wk.busy is not None or wk.maybe_extra or wk.cmd_ids is not groups[wk.w][1]:
+                return False
+        return True
+
+    def _collect_all(self, out: Completion) -> None:
+        """Collect every busy worker's command into ``out`` (a sync call's wait).
+
+        Which worker finishes first does not matter here, so each post is followed by one
+        scan of the sequence numbers (no sort, no list); whatever this loop leaves (a worker
+        rebuilt meanwhile runs its command again; no post will come for a failed call) the
+        general loop finishes."""
+        ctrl = self._ctrl
+        assert ctrl is not None
+        workers = self._state.workers
+        done_seq, seq = ctrl.done_seq, ctrl.seq
+        left = len(workers)
+        while left > 0 and self._take_post():
+            taken = 1  # the post just taken is the first finished worker's
+            for wk in workers:
+                if wk.busy is not None and done_seq[wk.w] == seq[wk.w]:
+                    if not taken:  # its post is made or about to be (see _sweep)
+                        self._done_sem.acquire(False)
+                    taken = 0
+                    self._collect(wk, out)
+                    left -= 1
         for wk in workers:
-            self._dispatch(wk, groups[wk.w][1], options)
-        if self._inline is not None:
-            self._inline.run(groups[0][1], options, out)
-        # Until every worker's command is collected (a worker rebuilt meanwhile runs it again).
+            if wk.busy is not None:
+                break
+        else:
+            return
         while any(wk.busy is not None for wk in workers):
             for wk in self._wait_some():
                 self._collect(wk, out)
-        return out
 
     def discard(self) -> None:
         # Queued commands never go out; a running one finishes and is collected as usual

@@ -86,30 +86,38 @@ class Control:
             the parent can hand out completions first-finished first.
     """
 
-    kind: np.ndarray
-    count: np.ndarray
+    kind: memoryview
+    count: memoryview
     ids: np.ndarray
-    ids_gen: np.ndarray
-    cmd_msg: np.ndarray
-    seq: np.ndarray
-    done_seq: np.ndarray
-    done_msg: np.ndarray
-    done_time: np.ndarray
+    ids_gen: memoryview
+    cmd_msg: memoryview
+    seq: memoryview
+    done_seq: memoryview
+    done_msg: memoryview
+    done_time: Any  # a memoryview of float64 items (typeshed types memoryview items as int)
 
     @classmethod
     def allocate(cls, num_workers: int, num_envs: int, alloc: Any) -> Control:
-        """Allocate the block with ``alloc(shape, dtype)`` (same order on both sides)."""
+        """Allocate the block with ``alloc(shape, dtype)`` (same order on both sides).
+
+        The per-worker fields, read and written one item at a time on every command, are
+        memoryviews over the arrays ``alloc`` returns: an item access costs about half a numpy
+        scalar's. ``ids`` stays an array (written and read as slices)."""
         i8, i64 = np.dtype(np.int8), np.dtype(np.int64)
+
+        def per_worker(dtype: np.dtype) -> memoryview:
+            return memoryview(alloc((num_workers,), dtype))
+
         return cls(
-            kind=alloc((num_workers,), i8),
-            count=alloc((num_workers,), i64),
+            kind=per_worker(i8),
+            count=per_worker(i64),
             ids=alloc((num_envs,), i64),
-            ids_gen=alloc((num_workers,), i64),
-            cmd_msg=alloc((num_workers,), i8),
-            seq=alloc((num_workers,), i64),
-            done_seq=alloc((num_workers,), i64),
-            done_msg=alloc((num_workers,), i8),
-            done_time=alloc((num_workers,), np.dtype(np.float64)),
+            ids_gen=per_worker(i64),
+            cmd_msg=per_worker(i8),
+            seq=per_worker(i64),
+            done_seq=per_worker(i64),
+            done_msg=per_worker(i8),
+            done_time=per_worker(np.dtype(np.float64)),
         )
 
 
