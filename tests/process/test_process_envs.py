@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import pickle
 import time
@@ -159,6 +160,27 @@ def test_parent_slice_matches_serial(mode):
     env.set_attr("pattern", [[(9, "term")]] * 5)
     assert env.get_attr("tag") == ref.get_attr("tag")  # the seeds reached the same envs
     assert env.get_attr("pattern") == tuple([[(9, "term")]] * 5)
+    env.close()
+    ref.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_parent_slice_episodes_that_end_only_in_the_workers_are_seen(mode):
+    # The parent's slice counts the episodes that ended in its own envs; envs the workers
+    # ran were not counted, so the call's count must not stand for all of them (it did:
+    # the pool then missed episodes that ended only in workers, and stepped them on).
+    from envhive._cli import _disabled_transcript
+
+    fns = [functools.partial(CountingEnv, pattern=[(40 if i < 2 else 2 + i % 2, "term")], tag=i)
+           for i in range(6)]
+    rng = np.random.default_rng(3)
+    acts = [rng.integers(0, 3, 6) for _ in range(20)]
+    env = envhive.make(fns, executor=ProcessExecutor(3, parent_slice=True), autoreset=mode)
+    ref = envhive.make(fns, executor="serial", autoreset=mode)
+    if mode == "disabled":
+        assert_same_transcript(_disabled_transcript(env, acts), _disabled_transcript(ref, acts))
+    else:
+        assert_same_transcript(transcript(env, 20, lambda t: acts[t], seed=4), transcript(ref, 20, lambda t: acts[t], seed=4))
     env.close()
     ref.close()
 

@@ -69,7 +69,11 @@ class RunResults:
 
     def apply(self, ids: list[int], reply: RunReply | None, out: Completion) -> int:
         """Report a finished RUN of ``ids`` (``reply``: its side data, ``None``: there was
-        none) into ``out``; returns how many envs it reports (finished or failed)."""
+        none) into ``out``; returns how many envs it reports (finished or failed).
+
+        ``out.ended`` becomes ``None`` (the pool reads the flags): a count the parent's slice
+        made of its own envs must not stand for these too."""
+        out.ended = None
         if reply is None:
             if not self.restarts.restarted:  # the hot path: nothing but the ids to report
                 out.env_ids.extend(ids)
