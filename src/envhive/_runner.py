@@ -459,7 +459,14 @@ class EnvRunner:
             kept = [i for i in mine if i not in out.errors]
             if len(kept) != len(mine):
                 out.env_ids[start:] = kept
-        out.ended = ended if first and not out.errors else None
+        # The count covers ``out``'s envs when every earlier one was counted too (a sync call
+        # running several slices into one completion); else the pool reads the flags.
+        if out.errors:
+            out.ended = None
+        elif first:
+            out.ended = ended
+        elif out.ended is not None:
+            out.ended += ended
 
     def _finish_row(self, k: int, kind: int, got: Any) -> int:
         """``step_rows``'s callback for env ``k`` of the slice: its op through :meth:`_one`,

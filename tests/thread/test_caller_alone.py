@@ -61,3 +61,30 @@ def test_envs_that_release_the_gil_keep_the_threads():
             env.step(np.zeros(4, np.int64))
         assert ex._inline_left == 0 and ex._inline_calls == _thread._INLINE_CALLS
         assert ex._stolen < 60  # the caller ran about one share per call, the threads the rest
+
+
+def test_the_caller_alone_counts_the_episodes_of_every_slice():
+    # The slices run into one completion; its count of ended episodes is every slice's (the
+    # pool's next_step autoreset plans from it), whichever slices' envs end in a step.
+    lengths = [2, 3, 2, 30, 4, 5]  # slice 0: envs 0-2, slice 1: envs 3-5
+    fns = [functools.partial(CountingEnv, pattern=[(n, "term")], tag=i) for i, n in enumerate(lengths)]
+    ex = ThreadExecutor(2)
+    with envhive.make(fns, executor=ex) as env, envhive.make(fns, executor="serial") as ref:
+        env.reset(seed=0)
+        ref.reset(seed=0)
+        ex._inline_left = 10**6  # the caller alone, from the first call
+        counts = []
+        original = ex.run_all
+
+        def run_all(options=None):
+            out = original(options)
+            counts.append(out.ended)
+            return out
+
+        env.pool._run_all = run_all
+        for t in range(12):
+            actions = np.full(6, t % 3)
+            got, want = env.step(actions), ref.step(actions)
+            for a, b in zip(got[:4], want[:4]):
+                np.testing.assert_array_equal(a, b)
+            assert counts[-1] == int(np.count_nonzero(want[2] | want[3]))

@@ -375,12 +375,10 @@ class ThreadExecutor(Executor):
         slices = self._state.slices
         if len(slices) == 1 or self._inline_left:
             self._inline_left = max(0, self._inline_left - 1)
-            parts = []
+            out = Completion()  # one for every slice: each run adds its envs and their count
             for sl, (_, ids) in zip(slices, self._map.all_groups):
-                out = Completion()
                 sl.runner.run_whole(ids, options, out)
-                parts.append(out)
-            return _merge(parts)
+            return out
         stolen = self._stolen
         self.send(self._all_ids, options)
         out = self.recv(len(self._all_ids))
