@@ -314,3 +314,52 @@ def test_the_compiled_loop_keeps_no_references():
     before = [sys.getrefcount(x) for x in counted]
     run(500)
     assert [sys.getrefcount(x) for x in counted] == before
+
+
+_WITHIN_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dtype=st.sampled_from(_WITHIN_DTYPES), data=st.data())
+def test_within_is_numpys_bounds_check(dtype, data):
+    """``_runloop.within`` (the compiled check of ``ArrayCodec.in_bounds``) answers as numpy's
+    ``((a >= lo) & (a <= hi)).all()`` whenever it answers, and answers for every contiguous
+    numeric array with number bounds of its kind."""
+    from envhive._runloop import within
+
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        values = st.floats(allow_nan=True, allow_infinity=True, width=8 * dt.itemsize)
+        bounds = st.floats(-1e6, 1e6)
+    else:
+        info = np.iinfo(dt)
+        values = st.integers(int(info.min), int(info.max))
+        bounds = st.integers(-(2**70), 2**70)
+    arr = np.array(data.draw(st.lists(values, min_size=1, max_size=40)), dtype=dt)
+    lo, hi = sorted(data.draw(st.lists(bounds, min_size=2, max_size=2)))
+    if data.draw(st.booleans()):  # bounds that are the array's own values
+        lo, hi = sorted((arr.flat[0].item(), arr.flat[-1].item()))
+    want = all(lo <= v <= hi for v in arr.tolist())  # exact: Python ints, doubles (NaN: False)
+    got = within(arr, lo, hi)
+    fits = -(2**63) <= lo < 2**63 and -(2**63) <= hi < 2**63
+    if dt.kind == "f" or fits or (dt.kind == "u" and lo < 2**63 and hi >= -(2**63)):
+        assert got is want
+        assert within(arr.reshape(1, -1), lo, hi) is want  # any shape, the same values
+    else:
+        assert got is None  # bounds beyond 64 bits: numpy's check
+
+
+@needs_compiled
+def test_within_declines_what_it_does_not_read():
+    from envhive._runloop import within
+
+    assert within(np.arange(10)[::2], 0, 9) is None  # not contiguous
+    assert within(np.array([1, 2], ">i8"), 0, 5) is None  # another byte order
+    assert within(np.zeros(2, bool), 0, 1) is None
+    assert within(np.zeros(2, np.float16), 0.0, 1.0) is None
+    assert within(np.zeros(0, np.int64), 0, 1) is None  # the caller's rule for an empty batch
+    assert within(np.zeros(2, np.int64), 0.0, 1.0) is None  # float bounds, integer values
+    assert within(np.array([1.0, np.nan]), 0.0, 2.0) is False
+    assert within(np.array([3], np.uint8), -5, 2**70) is True
+    assert within(np.array([3], np.uint8), -5, -1) is False

@@ -37,6 +37,15 @@
  * does the rest with numpy, checking each value it writes (which also rewrites any row a stage
  * wrote before stopping, with the same values): a value of the wrong kind becomes its env's
  * error there, so this loop never needs to look at one twice.
+ *
+ *     within(array, lo, hi) -> True, False or None
+ *
+ * Whether every value of a contiguous array lies in ``[lo, hi]`` (a NaN does not): the value
+ * check of ``ArrayCodec.in_bounds`` for bounds that are one number each, which a sync step of
+ * a cheap env pays on every call. Integer arrays compare as integers, float arrays as doubles.
+ * ``None``: not an array this function reads (another byte order, half floats, bools, objects,
+ * a non-contiguous view, bounds that are not numbers of the array's kind); the caller then
+ * checks with numpy, the definition this follows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -536,6 +545,101 @@ write_obs_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     return PyBool_FromLong(copy_obs(start, args[1], args[2], args[3]));
 }
 
+static PyObject *
+within(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "within() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const char *fmt = view.format ? view.format : "B";
+    if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN))
+        fmt++;
+    char code = fmt[0];
+    PyObject *res = Py_None;
+    if (code == '\0' || fmt[1] != '\0' || view.itemsize <= 0) {
+        goto done;
+    }
+    Py_ssize_t n = view.len / view.itemsize, k;
+    int ok = 1;
+    if (n == 0)
+        goto done; /* the caller's rule for an empty batch */
+    if (code == 'f' || code == 'd') {
+        double lo = PyFloat_AsDouble(args[1]), hi = PyFloat_AsDouble(args[2]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        if (code == 'f') {
+            const float *v = (const float *)view.buf;
+            for (k = 0; k < n && ok; k++)
+                ok = lo <= (double)v[k] && (double)v[k] <= hi;
+        } else {
+            const double *v = (const double *)view.buf;
+            for (k = 0; k < n && ok; k++)
+                ok = lo <= v[k] && v[k] <= hi;
+        }
+    } else if (strchr("bhilq", code) && PyLong_Check(args[1]) && PyLong_Check(args[2])) {
+        int overflow_lo, overflow_hi;
+        long long lo = PyLong_AsLongLongAndOverflow(args[1], &overflow_lo);
+        long long hi = PyLong_AsLongLongAndOverflow(args[2], &overflow_hi);
+        if (PyErr_Occurred() || overflow_lo || overflow_hi) {
+            PyErr_Clear();
+            goto done;
+        }
+#define WITHIN_SIGNED(T) { const T *v = (const T *)view.buf; \
+            for (k = 0; k < n && ok; k++) ok = lo <= (long long)v[k] && (long long)v[k] <= hi; }
+        switch (view.itemsize) {
+        case 1: WITHIN_SIGNED(signed char) break;
+        case 2: WITHIN_SIGNED(short) break;
+        case 4: WITHIN_SIGNED(int) break;
+        case 8: WITHIN_SIGNED(long long) break;
+        default: goto done;
+        }
+#undef WITHIN_SIGNED
+    } else if (strchr("BHILQ", code) && PyLong_Check(args[1]) && PyLong_Check(args[2])) {
+        /* Unsigned values against signed bounds: a bound below 0 admits every value's lower
+         * side, one above the type's range every value's upper side. */
+        int overflow_lo, overflow_hi;
+        long long lo = PyLong_AsLongLongAndOverflow(args[1], &overflow_lo);
+        long long hi = PyLong_AsLongLongAndOverflow(args[2], &overflow_hi);
+        if (PyErr_Occurred() || overflow_lo > 0 || overflow_hi < 0) {
+            PyErr_Clear();
+            goto done;
+        }
+        unsigned long long ulo = (overflow_lo < 0 || lo < 0) ? 0ULL : (unsigned long long)lo;
+        int no_hi = overflow_hi > 0;
+        if (!no_hi && hi < 0) {
+            ok = n == 0;
+            goto answer;
+        }
+        unsigned long long uhi = no_hi ? ~0ULL : (unsigned long long)hi;
+#define WITHIN_UNSIGNED(T) { const T *v = (const T *)view.buf; \
+            for (k = 0; k < n && ok; k++) ok = ulo <= (unsigned long long)v[k] && (unsigned long long)v[k] <= uhi; }
+        switch (view.itemsize) {
+        case 1: WITHIN_UNSIGNED(unsigned char) break;
+        case 2: WITHIN_UNSIGNED(unsigned short) break;
+        case 4: WITHIN_UNSIGNED(unsigned int) break;
+        case 8: WITHIN_UNSIGNED(unsigned long long) break;
+        default: goto done;
+        }
+#undef WITHIN_UNSIGNED
+    } else {
+        goto done;
+    }
+answer:
+    res = ok ? Py_True : Py_False;
+done:
+    PyBuffer_Release(&view);
+    Py_INCREF(res);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"step_slice", (PyCFunction)(void (*)(void))step_slice, METH_FASTCALL,
      "step_slice(envs, ops, ids, actions, read, start, obs_list, rewards, terms, truncs, "
@@ -548,6 +652,8 @@ static PyMethodDef methods[] = {
      "trunc_buf, infos, env_ids, finish) -> ended\n\nSee envhive/_runner.py."},
     {"write_obs_rows", (PyCFunction)(void (*)(void))write_obs_rows, METH_FASTCALL,
      "write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool\n\nSee envhive/_runner.py."},
+    {"within", (PyCFunction)(void (*)(void))within, METH_FASTCALL,
+     "within(array, lo, hi) -> True, False or None\n\nSee envhive/_spaces.py (ArrayCodec.in_bounds)."},
     {NULL, NULL, 0, NULL},
 };
 

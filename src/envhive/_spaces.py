@@ -28,6 +28,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+try:  # the compiled check of in_bounds (an optional extension built at install)
+    from envhive._runloop import within as _within
+except ImportError:  # pragma: no cover - built without a compiler
+    _within = None
+
 __all__ = ["Codec", "ArrayCodec", "ObjectCodec", "codec_for", "tree_map", "tree_leaves"]
 
 Tree = Any  # np.ndarray | dict[str, Tree] | tuple[Tree, ...]
@@ -160,6 +165,10 @@ class ArrayCodec(Codec):
         """
         if self._scalar_bounds:
             lo, hi = self._scalar_bounds
+            if _within is not None:  # the same check, compiled (None: not an array it reads)
+                ok = _within(arr, lo, hi)
+                if ok is not None:
+                    return bool(ok)
             if arr.size <= 32:
                 # Small batches (the common per-call case): Python comparisons beat numpy's
                 # per-call overhead. Integers: their min and max; floats one by one, where a
