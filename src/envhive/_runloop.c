@@ -614,8 +614,8 @@ within(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         }
         unsigned long long ulo = (overflow_lo < 0 || lo < 0) ? 0ULL : (unsigned long long)lo;
         int no_hi = overflow_hi > 0;
-        if (!no_hi && hi < 0) {
-            ok = n == 0;
+        if (!no_hi && hi < 0) { /* no unsigned value is that small */
+            ok = 0;
             goto answer;
         }
         unsigned long long uhi = no_hi ? ~0ULL : (unsigned long long)hi;
