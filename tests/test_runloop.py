@@ -363,3 +363,44 @@ def test_within_declines_what_it_does_not_read():
     assert within(np.array([1.0, np.nan]), 0.0, 2.0) is False
     assert within(np.array([3], np.uint8), -5, 2**70) is True
     assert within(np.array([3], np.uint8), -5, -1) is False
+
+
+@needs_compiled
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_step_kinds_is_the_batch_definition(data):
+    """``_runloop.step_kinds`` (the compiled ``Batch.step_type`` and dm_env discount) gives
+    what ``Batch``'s numpy definition gives, for any flags, ops and final-observation rows."""
+    from envhive import _batch
+    from envhive._batch import NO_OP, Batch
+
+    n = data.draw(st.integers(1, 12))
+    flags = st.lists(st.booleans(), min_size=n, max_size=n)
+    term, trunc = np.array(data.draw(flags)), np.array(data.draw(flags))
+    op = np.array(data.draw(st.lists(st.sampled_from([int(Op.STEP), int(Op.RESET), int(Op.STEP_RESET), NO_OP]),
+                                     min_size=n, max_size=n)), np.int8)
+    has_final = np.array(data.draw(flags)) if data.draw(st.booleans()) else None
+    batch = Batch(np.arange(n), None, None, term, trunc, op, None, has_final, {}, {})
+    compiled = batch.step_types_and_discounts()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_batch, "_step_kinds", None)
+        python = batch.step_types_and_discounts()
+    for got, want in zip(compiled, python):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(batch.step_type, python[0])
+
+
+@needs_compiled
+def test_step_kinds_declines_columns_it_does_not_read():
+    from envhive._runloop import step_kinds
+
+    term = np.zeros(3, bool)
+    kinds = np.zeros(3, np.int8)
+    assert step_kinds(term, term, np.zeros(3, np.int8), None, kinds, None) is True
+    assert step_kinds(term, term, np.zeros(3, np.int64), None, kinds, None) is None  # op not int8
+    assert step_kinds(term, term[:2], np.zeros(3, np.int8), None, kinds, None) is None  # lengths
+    assert step_kinds(term, term, np.zeros(3, np.int8), None, np.zeros(6, np.int8)[::2], None) is None
+    readonly = np.zeros(3, np.int8)
+    readonly.flags.writeable = False
+    assert step_kinds(term, term, np.zeros(3, np.int8), None, readonly, None) is None

@@ -46,6 +46,15 @@
  * ``None``: not an array this function reads (another byte order, half floats, bools, objects,
  * a non-contiguous view, bounds that are not numbers of the array's kind); the caller then
  * checks with numpy, the definition this follows.
+ *
+ *     step_kinds(terminated, truncated, op, has_final, kinds, discounts) -> True or None
+ *
+ * ``Batch.step_type`` (and dm_env's discount) per row, written into ``kinds`` (int8) and, unless
+ * it is None, ``discounts`` (float64): FIRST (0) for a reset row (op RESET, or op STEP_RESET
+ * with ``has_final`` set, when ``has_final`` is not None), else LAST (2) if terminated or
+ * truncated, else MID (1); the discount is 0.0 on LAST rows that terminated, else 1.0. ``None``:
+ * some array is not contiguous, of that dtype and length; nothing was written, and the caller
+ * runs the Python definition in ``envhive/_batch.py``.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -640,6 +649,68 @@ done:
     return res;
 }
 
+/* A contiguous view of ``obj`` with ``n`` items of struct code ``code`` (``n < 0``: any n,
+ * set on success); 0 if it is not one (no error left set). */
+static int
+column(PyObject *obj, char code, int writable, Py_ssize_t *n, Py_buffer *view)
+{
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *fmt = view->format ? view->format : "B";
+    if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN))
+        fmt++;
+    Py_ssize_t size = code == '?' || code == 'b' ? 1 : 8;
+    if (fmt[0] != code || fmt[1] != '\0' || view->itemsize != size
+            || (*n >= 0 && view->len != *n * size)) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    *n = view->len / size;
+    return 1;
+}
+
+static PyObject *
+step_kinds(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "step_kinds() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_buffer v[6];
+    int got = 0, ok = 1;
+    Py_ssize_t n = -1;
+    const char codes[6] = {'?', '?', 'b', '?', 'b', 'd'};
+    for (int a = 0; a < 6 && ok; a++) {
+        if ((a == 3 || a == 5) && args[a] == Py_None)
+            continue;
+        ok = column(args[a], codes[a], a >= 4, &n, &v[a]);
+        if (ok)
+            got |= 1 << a;
+    }
+    if (ok) {
+        const char *term = v[0].buf, *trunc = v[1].buf, *op = v[2].buf;
+        const char *fin = (got & 8) ? v[3].buf : NULL;
+        signed char *kind = v[4].buf;
+        double *disc = (got & 32) ? v[5].buf : NULL;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int first = op[k] == OP_RESET || (fin != NULL && op[k] == OP_STEP_RESET && fin[k]);
+            int last = !first && (term[k] || trunc[k]);
+            kind[k] = first ? 0 : (last ? 2 : 1);
+            if (disc != NULL)
+                disc[k] = last && term[k] ? 0.0 : 1.0;
+        }
+    }
+    for (int a = 0; a < 6; a++)
+        if (got & (1 << a))
+            PyBuffer_Release(&v[a]);
+    if (!ok)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"step_slice", (PyCFunction)(void (*)(void))step_slice, METH_FASTCALL,
      "step_slice(envs, ops, ids, actions, read, start, obs_list, rewards, terms, truncs, "
@@ -654,6 +725,9 @@ static PyMethodDef methods[] = {
      "write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool\n\nSee envhive/_runner.py."},
     {"within", (PyCFunction)(void (*)(void))within, METH_FASTCALL,
      "within(array, lo, hi) -> True, False or None\n\nSee envhive/_spaces.py (ArrayCodec.in_bounds)."},
+    {"step_kinds", (PyCFunction)(void (*)(void))step_kinds, METH_FASTCALL,
+     "step_kinds(terminated, truncated, op, has_final, kinds, discounts) -> True or None\n\n"
+     "See envhive/_batch.py (Batch.step_type)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,7 +1,7 @@
 """The dm_env front end: a pool behind DeepMind's ``dm_env`` API, batched, with send/recv.
 
 Built only from the pool's neutral :class:`~envhive._batch.Batch`: each row's step type comes
-from ``Batch.step_type`` (FIRST for reset observations, LAST when the episode ended, MID
+from ``Batch.step_types_and_discounts`` (FIRST for reset observations, LAST when the episode ended, MID
 otherwise) and its discount from the flags: ``0.0`` when the episode terminated (no value
 beyond it), ``1.0`` when it was truncated (a time limit: the next state still has value) and
 on every other row. FIRST rows carry reward 0 and discount 1 (dm_env leaves them ``None``; a
@@ -37,7 +37,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from envhive._arguments import env_ids_of
-from envhive._batch import LAST, Batch
+from envhive._batch import Batch
 from envhive._extras import require
 from envhive._pool import Pool
 from envhive._spaces import tree_map
@@ -119,8 +119,7 @@ class DmEnv:
         self._act_spec = spec_for(pool.action_space, "action")
 
     def _timestep(self, batch: Batch) -> Any:
-        step_type = batch.step_type
-        discount = np.where(batch.terminated & (step_type == LAST), 0.0, 1.0)
+        step_type, discount = batch.step_types_and_discounts()
         return self._dm.TimeStep(
             step_type=step_type,
             reward=batch.reward,
