@@ -67,10 +67,10 @@ def _send_fd(obj: Any, fd: int) -> Any:
 class EventSemaphore:
     """A counting semaphore on an ``eventfd`` (see the module docstring).
 
-    ``release`` is one ``write`` (a system call, ~0.3 µs, where a multiprocessing
-    semaphore's post stays in user space unless someone sleeps). A failed ``acquire(False)``
-    is one ``poll`` with no timeout (~0.4 µs; no exception raised and caught per try, which
-    would cost twice that). A blocking ``acquire`` sleeps in ``poll``: a signal runs
+    ``release`` is one ``write`` (a system call, where a multiprocessing semaphore's post
+    stays in user space unless someone sleeps). A failed ``acquire(False)`` is one ``poll``
+    with no timeout (no exception raised and caught per try, which would cost more than the
+    call). A blocking ``acquire`` sleeps in ``poll``: a signal runs
     its Python handler there and the wait goes on (PEP 475), so Ctrl-C raises
     ``KeyboardInterrupt`` out of the wait, as from ``multiprocessing.Semaphore.acquire``,
     and a handler that holds it (``deferred_interrupts``) lets the wait finish.
