@@ -83,7 +83,7 @@ def test_an_async_call_between_sync_steps_sends_the_next_one_through_dispatch(mo
         ref.recv()
         assert calls == [1]
         _same(env.step(np.full(4, 2)), ref.step(np.full(4, 2)))
-        assert calls == [1, 0, 1]  # each worker's whole slice is written again, once
+        assert calls == [1, 0, 1]  # that sync call goes through _dispatch (once per worker)
         _same(env.step(np.zeros(4, np.int64)), ref.step(np.zeros(4, np.int64)))
         assert calls == [1, 0, 1]
 
