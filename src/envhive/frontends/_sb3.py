@@ -346,19 +346,25 @@ class SB3VecEnv(VecEnv):
         b = self.pool.step(self._action_batch(actions))
         n = self.num_envs
         terminated, truncated = b.terminated, b.truncated
-        infos = info_rows(b.infos, n)
-        ended: list[int] = []
-        if b.has_final is not None:
-            ended = np.flatnonzero(b.has_final).tolist()
+        cuts = (truncated & ~terminated).tolist()
+        ended: list[int] = np.flatnonzero(b.has_final).tolist() if b.has_final is not None else []
+        if not (b.infos or b.final_infos):
+            # No env reported an info (the common step of many envs): each row's dict holds
+            # only its flag, and a row reset in the same op had an empty reset info.
+            infos = [{"TimeLimit.truncated": cut} for cut in cuts]
+            for i in ended:
+                self.reset_infos[i] = {}
+        else:
+            infos = info_rows(b.infos, n)
+            # Rows reset in the same op: their infos are the reset infos, and the steps'
+            # infos are their final infos.
             if ended:
-                # These rows were reset in the same op: their infos are the reset infos, and
-                # the steps' infos are their final infos.
                 finals = info_rows(b.final_infos, n)
                 for i in ended:
                     self.reset_infos[i] = infos[i]
                     infos[i] = finals[i]
-        for info, cut in zip(infos, (truncated & ~terminated).tolist()):
-            info["TimeLimit.truncated"] = cut
+            for info, cut in zip(infos, cuts):
+                info["TimeLimit.truncated"] = cut
         single = self._obs_codec.single
         for i in ended:
             infos[i]["terminal_observation"] = single(b.final_obs, i)
