@@ -1,10 +1,10 @@
 """The dm_env front end: a pool behind DeepMind's ``dm_env`` API, batched, with send/recv.
 
-Built only from the pool's neutral :class:`~envhive._batch.Batch`: each row's step type comes
-from ``Batch.step_types_and_discounts`` (FIRST for reset observations, LAST when the episode ended, MID
-otherwise) and its discount from the flags: ``0.0`` when the episode terminated (no value
-beyond it), ``1.0`` when it was truncated (a time limit: the next state still has value) and
-on every other row. FIRST rows carry reward 0 and discount 1 (dm_env leaves them ``None``; a
+Built only from the pool's neutral :class:`~envhive._batch.Batch`: each row's step type
+and discount come from ``Batch.step_types_and_discounts``. The step type is FIRST for reset
+observations, LAST when the episode ended, MID otherwise; the discount is ``0.0`` when the
+episode terminated (no value beyond it), ``1.0`` when it was truncated (a time limit: the
+next state still has value) and on every other row. FIRST rows carry reward 0 and discount 1 (dm_env leaves them ``None``; a
 batch needs numbers; EnvPool does the same).
 
 dm_env's protocol is next_step autoreset: after a LAST, the next ``step`` of that env returns
