@@ -554,6 +554,17 @@ write_obs_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     return PyBool_FromLong(copy_obs(start, args[1], args[2], args[3]));
 }
 
+/* ``view``'s struct code without a native byte-order prefix ("@", "=", or "<" on a
+ * little-endian machine); another prefix stays, so callers that read native items decline. */
+static const char *
+native_format(const Py_buffer *view)
+{
+    const char *fmt = view->format ? view->format : "B";
+    if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN))
+        fmt++;
+    return fmt;
+}
+
 static PyObject *
 within(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -566,9 +577,7 @@ within(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    const char *fmt = view.format ? view.format : "B";
-    if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN))
-        fmt++;
+    const char *fmt = native_format(&view);
     char code = fmt[0];
     PyObject *res = Py_None;
     if (code == '\0' || fmt[1] != '\0' || view.itemsize <= 0) {
@@ -659,9 +668,7 @@ column(PyObject *obj, char code, int writable, Py_ssize_t *n, Py_buffer *view)
         PyErr_Clear();
         return 0;
     }
-    const char *fmt = view->format ? view->format : "B";
-    if (*fmt == '@' || *fmt == '=' || (*fmt == '<' && PY_LITTLE_ENDIAN))
-        fmt++;
+    const char *fmt = native_format(view);
     Py_ssize_t size = code == '?' || code == 'b' ? 1 : 8;
     if (fmt[0] != code || fmt[1] != '\0' || view->itemsize != size
             || (*n >= 0 && view->len != *n * size)) {
