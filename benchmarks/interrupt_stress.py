@@ -5,7 +5,8 @@ moment, over and over, and reports what happened.
 
 Each cell is an executor (serial; thread, 2 threads for 4 envs, so the caller steals shares;
 process, 2 workers; native, ``envhive/CartPole-v1``; atari, ``envhive/Pong-v5`` on the native
-Atari engine's 2 worker processes), an operation (a loop of sync ``step``
+executor's threaded Atari engine (the caller and a C++ thread); atari_processes, the same on its
+worker-process engine, 2 workers), an operation (a loop of sync ``step``
 (TorchRL: ``rollout``), a loop of ``reset``, an async ``send``/``recv`` loop over half the
 envs, a loop of ``send`` of every env then ``wait`` (gymnasium: ``step_async``/
 ``step_wait``), a loop of ``call``, or ``close`` with work in flight) and a front end
@@ -15,8 +16,10 @@ the operation, ``--trials`` times per cell. After each interrupt:
 * the pool must still be usable: a seeded ``reset()`` then 3 steps must give exactly what a
   fresh pool of the same cell gives (else the trial counts as *wrong*, as does any error);
 * ``close`` (cut short, then called again, as a user would) must leave no ``/dev/shm``
-  segment, no worker process, no worker thread and, for the Atari engine on Linux, none of its
-  block's and semaphores' descriptors open (else *wrong*).
+  segment, no worker process, no worker thread (the threaded Atari engine's C++ threads
+  included: the process's thread count must be back where it was) and, for the Atari
+  worker-process engine on Linux, none of its block's and semaphores' descriptors open (else
+  *wrong*).
 
 Every trial runs under a watchdog: one that does not finish within ``--hang-s`` counts as a
 *hang*, dumps every thread's stack, and is broken out of (SIGUSR1) so the run goes on.
@@ -85,8 +88,8 @@ class StressEnv(CountingEnv):
         return int(self.tag or 0)
 
 
-EXECUTORS = ["serial", "thread", "process", "native", "atari"]
-NATIVE = ("native", "atari")  # compiled ids: no per-env objects, the whole frame compared
+EXECUTORS = ["serial", "thread", "process", "native", "atari", "atari_processes"]
+NATIVE = ("native", "atari", "atari_processes")  # compiled ids: the whole frame compared
 OPS = ["step", "reset", "recv", "wait", "call", "close"]
 APIS = ["gymnasium", "torchrl", "sb3"]
 
@@ -94,6 +97,7 @@ APIS = ["gymnasium", "torchrl", "sb3"]
 def build(executor: str, api: str) -> Any:
     if executor in NATIVE:
         env_id = "envhive/CartPole-v1" if executor == "native" else "envhive/Pong-v5"
+        os.environ["ENVHIVE_ATARI_ENGINE"] = "processes" if executor == "atari_processes" else "threads"
         return envhive.make(env_id, N, api=api, batch_size=N // 2, seed=0)
     ex: Any = {"serial": SerialExecutor, "thread": lambda: ThreadExecutor(2),
                "process": lambda: ProcessExecutor(2)}[executor]()
@@ -371,12 +375,13 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     """Ctrl-C during ``close()`` with work in flight; a second close must leave nothing (of
     this trial's pool: what an earlier trial leaked counts there, once)."""
     segments_before, threads_before = set(own_segments()), set(worker_threads())
+    os_threads_before = len(os.listdir("/proc/self/task"))  # C++ threads too
     fe = FrontEnd(build(executor, api), api, executor in NATIVE)
     fe.seeded_reset()
     pids = fe.pool.executor.worker_pids() if executor == "process" else []
     blocks: list[str] = []
     fds: list[Any] = []  # the Atari engine's memfd block and eventfd semaphores (Linux)
-    if executor == "atari":  # its own workers and block, not the process executor's
+    if executor == "atari_processes":  # its own workers and block, not the process executor's
         engine = fe.pool.executor._engine
         pids = [p.pid for p in engine._procs]
         if engine._shm is not None:  # the named block of other platforms
@@ -401,7 +406,8 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
                         + [b for b in blocks if os.path.exists(f"/dev/shm/{b}")],
             "processes": [p for p in pids if alive(p)],
             "descriptors": [f for f in fds if f.fileno() != -1],
-            "threads": sorted(set(worker_threads()) - threads_before)}
+            "threads": sorted(set(worker_threads()) - threads_before),
+            "os_threads": [] if len(os.listdir("/proc/self/task")) <= os_threads_before else ["more"]}
     if any(left.values()):
         cell["wrong"] += 1
         cell["errors"].append(f"left after close: {({k: len(v) for k, v in left.items()})}")

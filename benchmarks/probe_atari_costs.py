@@ -1,4 +1,6 @@
-"""Where an Atari env step's CPU goes on the native engine's async path (issue 21).
+"""Where an Atari env step's CPU goes on the native executor's worker-process engine's async
+path (issue 21; ``ENVHIVE_ATARI_ENGINE=processes`` is set here: the default engine is now the
+threaded one, ``executors/_atari_threads.py``, whose per-step costs ``bench_atari.py`` reports).
 
 On a 2-core machine the async rate is the CPU spent per env step, so this splits it:
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -104,6 +107,7 @@ def async_loop(game: str, num_envs: int, calls: int) -> dict[str, Any]:
 
 
 def main() -> None:
+    os.environ["ENVHIVE_ATARI_ENGINE"] = "processes"  # the engine this probe looks into
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="pong")
     ap.add_argument("--num-envs", type=int, default=8)

@@ -68,6 +68,17 @@ class Completion:
     info_table: Any = None
     table_ids: list[int] = field(default_factory=list)
 
+    def add_tabled(self, ids: list[int], ended: int, table: Any) -> None:
+        """Report envs ``ids`` finished, ``ended`` of them ending their episode, their infos in
+        ``table`` (an engine's ``InfoTable``, read when their rows are handed out)."""
+        if not self.env_ids:
+            self.ended = ended
+        elif self.ended is not None:
+            self.ended += ended
+        self.env_ids.extend(ids)
+        self.info_table = table
+        self.table_ids.extend(ids)
+
     def extend(self, other: Completion) -> None:
         """Append another completion's results to this one."""
         if self.env_ids or self.errors:

@@ -1,5 +1,6 @@
-"""The native Atari engine's own paths: bad actions, refused reset options and calls, a dead
-worker (an error, never a hang), and clean shutdown."""
+"""The native Atari engines' own paths: bad actions, refused reset options and calls (both
+engines); for the worker-process engine, a dead worker (an error, never a hang) and clean
+shutdown. The threaded engine's own are in test_atari_threads.py."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def engine_of(env):
     return env._pool.executor._engine
 
 
-def test_bad_action_steps_nothing():
+def test_bad_action_steps_nothing(engine):
     env = envhive.make(ID, num_envs=2, seed=0, executor="native")
     env.reset()
     before = env.step(np.zeros(2, np.int64))[4]["elapsed_step"].copy()
@@ -34,7 +35,7 @@ def test_bad_action_steps_nothing():
     env.close()
 
 
-def test_reset_options_are_refused_per_env_and_the_pool_goes_on():
+def test_reset_options_are_refused_per_env_and_the_pool_goes_on(engine):
     env = envhive.make(ID, num_envs=2, seed=0, executor="native")
     env.reset()
     with pytest.raises(EnvWorkerError, match="reset options"):
@@ -44,7 +45,7 @@ def test_reset_options_are_refused_per_env_and_the_pool_goes_on():
     env.close()
 
 
-def test_call_reads_spaces_and_refuses_the_rest():
+def test_call_reads_spaces_and_refuses_the_rest(engine):
     env = envhive.make(ID, num_envs=2, seed=0, executor="native")
     assert env.call("action_space") == (env.single_action_space,) * 2 or \
         list(env.call("action_space")) == [env.single_action_space] * 2
@@ -55,6 +56,7 @@ def test_call_reads_spaces_and_refuses_the_rest():
     env.close()
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_a_dead_worker_raises_instead_of_hanging():
     env = envhive.make(ID, num_envs=2, seed=0, executor="native")
     env.reset()
@@ -102,6 +104,7 @@ def block_freed(engine):
     return lambda: engine._block.fileno() == -1
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_close_stops_the_workers_and_frees_shared_memory(transport):
     gc.collect()  # the arrays of earlier tests' pools, which hold their mappings
     before = _shared_fds()
@@ -125,6 +128,7 @@ def test_close_stops_the_workers_and_frees_shared_memory(transport):
     assert _shared_fds() == before
 
 
+@pytest.mark.usefixtures("process_engine")
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_views(mode, transport):
     """The pool's result arrays are the shared block's (no copy per step); a close while the
@@ -148,6 +152,7 @@ def test_the_workers_write_the_pools_result_buffers_and_close_frees_them_under_v
     np.testing.assert_array_equal(obs, want)
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_a_dead_worker_raises_in_async_recv_too():
     env = envhive.make(ID, num_envs=4, seed=0, executor="native", batch_size=2)
     env.async_reset()
@@ -163,7 +168,7 @@ def test_a_dead_worker_raises_in_async_recv_too():
     env.close()
 
 
-def test_an_env_error_in_a_queued_command_is_that_envs_error_and_the_rest_go_on():
+def test_an_env_error_in_a_queued_command_is_that_envs_error_and_the_rest_go_on(engine):
     # The pool refuses bad actions before they reach the engine; write one past it, so the
     # worker's own check raises inside a queued command.
     from envhive._ops import STEP
@@ -216,6 +221,7 @@ print(json.dumps({"running": children, "after_close": [cmdline(p) for p in tree(
 """
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_a_pool_starts_its_workers_and_no_other_process():
     """No resource tracker and no forkserver beside the two workers: nothing the engine
     shares has a name to clean up after a SIGKILL (a memfd block, eventfd semaphores), and
@@ -242,6 +248,7 @@ def test_a_pool_starts_its_workers_and_no_other_process():
     assert not report["ale_py_here"]  # the games' spaces came from the workers (~8 MB less)
 
 
+@pytest.mark.usefixtures("process_engine")
 @pytest.mark.parametrize("game, kwargs", [
     ("Pong", {}), ("Breakout", {"gray_scale": False, "stack_num": 2}),
     ("MsPacman", {"img_height": 64, "img_width": 48, "full_action_space": True}),
@@ -260,6 +267,7 @@ def test_the_workers_spaces_are_the_envs_own(game, kwargs):
         serial.close()
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_a_game_that_fails_to_build_in_the_workers_fails_make_and_leaves_nothing(transport):
     import multiprocessing
 
@@ -282,6 +290,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_workers_exit_when_their_parent_is_sigkilled():
     """The spawned workers notice a parent that died without closing them (their parent
     sentinel) and exit; nothing of theirs has a name to leave behind."""
@@ -313,6 +322,7 @@ def test_workers_exit_when_their_parent_is_sigkilled():
     assert not any(alive(p) for p in pids)
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_an_env_error_inside_a_round_is_that_envs_error():
     """A round reads the workers' error pipes when one poll over them says a message is
     there: the env's message comes before the worker's completion."""

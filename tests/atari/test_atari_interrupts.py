@@ -1,6 +1,7 @@
-"""Ctrl-C on the native Atari engine leaves a pool whose next reset and steps are exactly a
-fresh pool's: a round of worker commands is one unit (no completion post of an interrupted
-round is left for the next round to mistake for its own)."""
+"""Ctrl-C on the native Atari engines leaves a pool whose next reset and steps are exactly a
+fresh pool's: on the worker-process engine, a round of worker commands is one unit (no
+completion post of an interrupted round is left for the next round to mistake for its own);
+on the threaded engine, a call is one C call and a discard drops what was in flight."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def _same_as_fresh(env: envhive.VectorEnv) -> None:
         ref.close()
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_ctrl_c_inside_a_round_of_worker_commands():
     # The exact place: SIGINT arrives while the parent waits for its workers' completions.
     env = envhive.make(ID, 4, executor="native", seed=0)
@@ -62,7 +64,7 @@ def test_ctrl_c_inside_a_round_of_worker_commands():
 
 
 @pytest.mark.parametrize("loop", ["step", "recv"])
-def test_ctrl_c_at_random_moments(loop):
+def test_ctrl_c_at_random_moments(loop, engine):
     rng = random.Random(7)
     for _ in range(4):
         env = envhive.make(ID, 4, executor="native", seed=0, batch_size=2 if loop == "recv" else None)
@@ -88,6 +90,7 @@ def test_ctrl_c_at_random_moments(loop):
             env.close()
 
 
+@pytest.mark.usefixtures("process_engine")
 def test_ctrl_c_inside_close_still_stops_the_workers_and_frees_the_block():
     # The finalizer runs once: a close cut short used to leave workers and block for good.
     env = envhive.make(ID, 4, executor="native", seed=0)

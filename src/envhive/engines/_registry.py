@@ -284,7 +284,7 @@ register_kind(
     ],
 )
 register_kind(
-    EngineKind("atari", "envhive.executors._atari:atari_factory", "ale_py",
-               peers="envhive.executors._atari:bench_peers",
+    EngineKind("atari", "envhive.executors._atari_factory:atari_factory", "ale_py",
+               peers="envhive.executors._atari_factory:bench_peers",
                entries="envhive.envs.atari._options:atari_entries"),
 )

@@ -1,8 +1,8 @@
 """The ``"atari"`` engine kind: worker processes stepping ALE, every result in shared memory.
 
-Registered in ``envhive.engines._registry`` (ids listed by ``envs.atari._options.atari_entries``,
-factories built by :func:`atari_factory`, bench peers by :func:`bench_peers`). It lives with
-the executors, not in ``envs/atari``, because it is process machinery: it reuses the process
+The native executor's Atari engine where the threaded one (``executors/_atari_threads.py``)
+cannot run (``executors/_atari_factory.py``: ``engine_kind`` chooses). It lives with the
+executors, not in ``envs/atari``, because it is process machinery: it reuses the process
 executor's spawning (``main_hidden``, the start method) and its poll-then-block wait, and envs
 never import executors.
 
@@ -71,9 +71,9 @@ from envhive._interrupts import deferred_interrupts
 from envhive._ops import RESET, STEP
 from envhive._report import Completion, EnvProps
 from envhive.engines._batched import BatchedOps, refuse_reset_options
-from envhive.engines._registry import CompiledEnv
-from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
-from envhive.errors import ConfigError, EnvhiveError, EnvWorkerError, WorkerDiedError
+from envhive.envs.atari._options import AtariOptions, rom_of_game
+from envhive.errors import EnvhiveError, EnvWorkerError, WorkerDiedError
+from envhive.executors._atari_factory import OutOfReach
 from envhive.executors._atari_worker import (
     BUILD,
     CLOSE,
@@ -94,10 +94,9 @@ from envhive.executors._spawn import main_hidden, usable_cpus
 from envhive.executors._worker import SpinPolicy
 
 if TYPE_CHECKING:
-    from envhive.engines import Engine, NativeFactory
-    from envhive.envs.atari._env import AtariEnv
+    pass
 
-__all__ = ["AtariEngine", "AtariFactory", "atari_factory", "bench_peers", "INFO_KEYS"]
+__all__ = ["AtariEngine", "INFO_KEYS"]
 
 _WAIT_S = 0.5  # how often a waiting parent checks that its workers are alive
 _SPIN_S = 2e-3  # the longest a waiter polls before blocking (as the process executor)
@@ -156,7 +155,7 @@ class _Columns:
         self.ring = int(self.q_env.shape[1])
 
 
-class AtariEngine(BatchedOps):
+class AtariEngine(OutOfReach, BatchedOps):
     """A batch of Atari games on worker processes, for the native executor (see the module
     docstring). With one worker (one env, or one usable core) the games run in the caller,
     as on the serial executor: a round trip would only add latency.
@@ -174,6 +173,7 @@ class AtariEngine(BatchedOps):
     """
 
     what = "the native Atari engine (use executor='process' for reset options)"
+    games_live = "its worker processes"
     device = None  # host arrays
 
     def __init__(self, num_envs: int, kwargs: dict[str, Any], num_workers: int | None = None) -> None:
@@ -570,15 +570,7 @@ class AtariEngine(BatchedOps):
             if np.count_nonzero(again):
                 self._out("final_obs", ids[again])
         # How many ended (a RESET op's flags are False), so the pool's books need not look.
-        ended = int(np.count_nonzero(v["terminated"][ids] | v["truncated"][ids]))
-        if not out.env_ids:
-            out.ended = ended
-        elif out.ended is not None:
-            out.ended += ended
-        done = ids.tolist()
-        out.env_ids.extend(done)
-        out.info_table = self._table
-        out.table_ids.extend(done)
+        out.add_tabled(ids.tolist(), int(np.count_nonzero(v["terminated"][ids] | v["truncated"][ids])), self._table)
 
     def discard(self) -> None:
         """Forget every started op not collected: queued ones are skipped by the workers,
@@ -640,23 +632,6 @@ class AtariEngine(BatchedOps):
         return {key: v[prefix + key][i].copy() for key, _ in INFO_KEYS}
 
     # -- the rest of the Engine protocol --------------------------------------------------
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-             env_ids: Sequence[int] | None = None) -> list[Any]:
-        """The spaces, metadata and render mode (the games live in other processes)."""
-        ids = range(self.num_envs) if env_ids is None else list(env_ids)
-        known = {"observation_space": self.props.observation_space, "action_space": self.props.action_space,
-                 "metadata": self.props.metadata, "render_mode": self.props.render_mode}
-        if name not in known:
-            raise ConfigError(f"call({name!r}): the native Atari engine's games live in its worker "
-                              f"processes; it exposes {sorted(known)}. Use executor='process' to call "
-                              "other attributes")
-        return [known[name]] * len(ids)
-
-    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
-        """Refused: the games live in the worker processes."""
-        raise ConfigError(f"set_attr({name!r}): the native Atari engine's games live in its worker "
-                          "processes; use executor='process' to set attributes")
-
     def close(self) -> None:
         """Stop the workers and free the shared block (idempotent). Ctrl-C is held until it
         is done (at most ~3 s a stuck worker): the finalizer runs once, so a close cut short
@@ -664,94 +639,3 @@ class AtariEngine(BatchedOps):
         with deferred_interrupts():
             self._finalizer()
         self._inline = None
-
-
-class AtariFactory:
-    """A picklable factory of one Atari game with its options: one :class:`AtariEnv` when
-    called (serial, thread and process executors), the :class:`AtariEngine` of a whole batch
-    for the native executor, which ``executor="auto"`` picks from two envs on (one game runs
-    inline anyway; see ``AtariEngine``).
-
-    The options are checked here, at ``make()``: a bad one is a ``ConfigError`` in the
-    caller, not in a worker.
-    """
-
-    preferred_executor = "native"
-    preferred_min_envs = 1
-    engine_device: Any = None  # host arrays only
-
-    def __init__(self, kwargs: dict[str, Any]) -> None:
-        self.kwargs = dict(kwargs)
-        rest = dict(kwargs)
-        AtariOptions.parse(rom_of_game(rest.pop("game", "pong")), rest)
-
-    def __call__(self) -> AtariEnv:
-        from envhive.envs.atari._env import AtariEnv
-
-        return AtariEnv(**self.kwargs)
-
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
-        """The native executor's engine: ``num_threads`` worker processes (``None``: one per
-        core)."""
-        return AtariEngine(num_envs, self.kwargs, num_threads)
-
-    def key(self) -> tuple[Any, ...]:
-        """What must be equal for two factories to share one engine."""
-        return ("atari", sorted(self.kwargs.items()))
-
-    def __repr__(self) -> str:
-        return f"envhive/{game_name(self.kwargs.get('game', 'pong'))}-v5"
-
-
-def atari_factory(entry: CompiledEnv, kwargs: dict[str, Any], max_episode_steps: int | None) -> NativeFactory:
-    """The ``"atari"`` kind's factory builder: the time limit is the env's own option."""
-    if max_episode_steps is not None:
-        kwargs = {**kwargs, "max_episode_steps": max_episode_steps}
-    return AtariFactory(kwargs)
-
-
-class _EnvPoolPeer:
-    """EnvPool's gymnasium env as the bench measures vector envs: a batched action space of
-    int32 actions (what EnvPool checks), ``reset(seed=)`` (EnvPool seeds at ``make``)."""
-
-    def __init__(self, env: Any) -> None:
-        import gymnasium as gym
-
-        self.env = env
-        self.action_space = gym.spaces.MultiDiscrete([env.action_space.n] * env.config["num_envs"],
-                                                     dtype=np.int32)
-
-    def reset(self, seed: int | None = None) -> Any:
-        return self.env.reset()
-
-    def step(self, actions: Any) -> Any:
-        return self.env.step(actions)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Callable[[], Any]]]:
-    """``envhive bench``'s peers for an Atari id: EnvPool's ``<Game>-v5`` (gymnasium API) and
-    ale-py's ``AtariVectorEnv``, both with EnvPool's preprocessing and no reward clipping."""
-    game = entry.id.removeprefix("envhive/").removesuffix("-v5")
-    rom = dict(entry.kwargs)["game"]
-
-    def envpool_env() -> Any:
-        import envpool
-
-        return _EnvPoolPeer(envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, seed=0))
-
-    def ale_vector_env() -> Any:
-        from ale_py.vector_env import AtariVectorEnv
-
-        return AtariVectorEnv(rom, num_envs=num_envs, reward_clipping=False,
-                              max_num_frames_per_episode=108000)
-
-    return [("EnvPool", f"{game}-v5", envpool_env), ("ale-py AtariVectorEnv", rom, ale_vector_env)]
-
-
-if TYPE_CHECKING:
-
-    def _implements_factory(factory: AtariFactory) -> NativeFactory:
-        return factory  # mypy checks AtariFactory against the NativeFactory protocol here

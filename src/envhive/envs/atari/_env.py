@@ -42,9 +42,34 @@ from envhive.envs.atari._frames import area_plan
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 from envhive.errors import ActionError, ResetNeededError
 
-__all__ = ["AtariEnv"]
+__all__ = ["AtariEnv", "seed_words", "draw_noops"]
 
 _RAW_H, _RAW_W = 210, 160
+
+
+def seed_words(seed: int | None) -> tuple[int, int]:
+    """``(no-op generator seed, ALE seed)`` for a reset with ``seed`` (``None``: OS entropy),
+    both drawn as gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a
+    seed gives the no-op starts and sticky actions of ``gymnasium.make("ALE/...",
+    frameskip=1)`` wrapped in ``AtariPreprocessing``.
+
+    Examples:
+        >>> seed_words(0) == seed_words(0), seed_words(0) != seed_words(1)
+        (True, True)
+    """
+    np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
+    return int(np_seed), int(np.int32(np.uint32(ale_seed).view(np.int32)))
+
+
+def draw_noops(rng: np.random.Generator, noop_max: int) -> int:
+    """A reset's no-op count before the fire reset's adjustment: EnvPool's ``1..noop_max``,
+    drawn as gymnasium's ``AtariPreprocessing`` draws it (one scalar draw per reset).
+
+    Examples:
+        >>> 1 <= draw_noops(np.random.default_rng(0), 30) <= 30
+        True
+    """
+    return int(rng.integers(1, noop_max + 1))
 
 
 def _load_ale(rom: str, options: AtariOptions, seed: int) -> Any:
@@ -139,9 +164,9 @@ class AtariEnv(gym.Env):
         gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a seed
         gives the no-op starts and sticky actions of ``gymnasium.make("ALE/...", frameskip=1)``
         wrapped in ``AtariPreprocessing``."""
-        np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
-        self._rng = np.random.default_rng(int(np_seed))
-        return int(np.int32(np.uint32(ale_seed).view(np.int32)))
+        np_seed, ale_seed = seed_words(seed)
+        self._rng = np.random.default_rng(np_seed)
+        return ale_seed
 
     # -- reset ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
@@ -160,7 +185,7 @@ class AtariEnv(gym.Env):
         self._started = True
         # EnvPool's count (1..noop_max, one fewer with a fire reset), drawn as gymnasium's
         # AtariPreprocessing draws it.
-        noops = int(self._rng.integers(1, o.noop_max + 1)) - int(self._fire) if o.noop_max else 0
+        noops = draw_noops(self._rng, o.noop_max) - int(self._fire) if o.noop_max else 0
         new_game = (full or not o.episodic_life or ale.game_over() or not self._life_lost
                     or o.life_loss_reset == "full" or (self._limit and self._elapsed >= self._limit))
         if new_game:

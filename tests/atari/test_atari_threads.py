@@ -1,0 +1,191 @@
+"""The threaded Atari engine (``executors/_atari_threads.py`` over ``envs/atari/_threads.cpp``):
+option for option the frames, rewards, flags and infos of ``AtariEnv`` on the serial executor;
+the no-op counts drawn ahead across restocks; its threads gone after ``close`` (or garbage
+collection); the fallback to worker processes when the C++ path cannot run or fails its check.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+import envhive  # noqa: E402
+from envhive.errors import ConfigError  # noqa: E402
+from envhive.executors import NativeExecutor  # noqa: E402
+from envhive.executors._atari import AtariEngine  # noqa: E402
+from envhive.executors._atari_factory import engine_kind  # noqa: E402
+from envhive.executors._atari_threads import STOCK, AtariThreadEngine  # noqa: E402
+from envhive.testing import assert_same_transcript, transcript  # noqa: E402
+from tests.atari.engines import atari_engine  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+GAME = "envhive/Breakout-v5"  # FIRE, five lives: fire resets and episodic life do something
+
+
+def engine_of(env):
+    return env._pool.executor._engine
+
+
+def acts(n: int, actions: int):
+    return lambda t: np.array([(t * 5 + 3 * i + t // 7) % actions for i in range(n)], np.int64)
+
+
+def run(executor, kwargs: dict, mode: str, steps: int, n: int = 3, game: str = GAME):
+    env = envhive.make(game, num_envs=n, executor=executor, autoreset=mode, env_kwargs=kwargs,
+                       max_episode_steps=kwargs.pop("_limit", 30))
+    try:
+        rec = transcript(env, steps, acts(n, env.single_action_space.n), seed=[4, 5, 6][:n])
+        return rec, env.single_observation_space, type(engine_of(env)) if executor != "serial" else None
+    finally:
+        env.close()
+
+
+OPTION_SETS = [
+    {},
+    {"gray_scale": False, "stack_num": 2},  # RGB, channels first
+    {"img_height": 210, "img_width": 160, "stack_num": 2},  # the screen itself, no resize
+    {"img_height": 64, "img_width": 48, "full_action_space": True},
+    {"frame_skip": 1},  # nothing to max-pool
+    {"maxpool": False, "noop_max": 0},
+    {"frame_skip": 3, "stack_num": 1, "use_fire_reset": False},
+    {"episodic_life": True, "stack_padding": "zeros", "reset_order": "fire_noop", "life_loss_reset": "full"},
+    {"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.25, "noop_max": 3},
+    {"mode": 4, "difficulty": 1, "_limit": 45},
+]
+
+
+@pytest.mark.parametrize("kwargs", OPTION_SETS, ids=lambda kw: ",".join(kw) or "defaults")
+@pytest.mark.parametrize("mode", ["same_step", "next_step"])
+def test_every_option_gives_atari_envs_transcript(kwargs, mode):
+    ref, space, _ = run("serial", dict(kwargs), mode, 70)
+    got, got_space, kind = run(NativeExecutor(3), dict(kwargs), mode, 70)
+    assert kind is AtariThreadEngine
+    assert got_space == space
+    assert_same_transcript(ref, got)
+    ended = sum(int((r[2] | r[3]).sum()) for r in ref[1:])
+    assert ended >= 3  # episodes ended (time limits, life losses): resets were compared
+
+
+def test_the_noops_drawn_ahead_run_out_and_are_drawn_again_in_order():
+    # Two agent steps per episode: every env resets 50 times here, past its stock of
+    # STOCK no-op counts, which is drawn again from the same generator.
+    kwargs = {"noop_max": 30, "_limit": 2}
+    ref, _, _ = run("serial", dict(kwargs), "next_step", 150, n=2)
+    env = envhive.make(GAME, num_envs=2, executor=NativeExecutor(2), env_kwargs={"noop_max": 30},
+                       max_episode_steps=2)
+    got = transcript(env, 150, acts(2, env.single_action_space.n), seed=[4, 5])
+    restocked = engine_of(env)._stock_used.tolist()
+    env.close()
+    assert_same_transcript(ref, got)
+    assert 150 // 3 > STOCK  # a reset every third call (next_step): more resets than one stock
+    assert all(0 < used < STOCK for used in restocked)  # the stock was drawn again
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_close_and_garbage_collection_stop_the_threads():
+    gc.collect()
+    before = _threads()
+    env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(3))
+    assert _threads() == before + 2  # three runners: the caller and two C++ threads
+    env.reset()
+    env.step(np.zeros(4, np.int64))
+    env.close()
+    assert _threads() == before
+    env.close()  # idempotent
+    env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(3), batch_size=2)
+    env.async_reset()
+    env.recv()  # two envs still in flight
+    del env
+    gc.collect()
+    assert _threads() == before
+
+
+def test_one_env_runs_in_the_caller_and_more_runners_than_envs_are_not_started():
+    gc.collect()
+    before = _threads()
+    one = envhive.make("envhive/Pong-v5", num_envs=1, seed=0)
+    two = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, executor=NativeExecutor(8))
+    assert engine_of(one).num_threads == 1 and engine_of(one)._games.num_threads == 0
+    assert engine_of(two).num_threads == 2 and engine_of(two)._games.num_threads == 1
+    assert _threads() == before + 1
+    one.close()
+    two.close()
+
+
+def test_async_recv_after_an_interrupted_send_and_discard_starts_afresh():
+    """A discard drops the ops in flight (queued ones never run; running ones finish and are
+    dropped): the pool's next seeded reset and steps are a fresh pool's."""
+    env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(2), batch_size=2)
+    ref = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="serial")
+    try:
+        env.async_reset()
+        env.recv()
+        env.send(np.zeros(2, np.int64), np.array([0, 1]))
+        env._pool.raised_around(KeyboardInterrupt())  # what a Ctrl-C in a call does
+        obs, _ = env.reset(seed=3)
+        np.testing.assert_array_equal(obs, ref.reset(seed=3)[0])
+        for t in range(5):
+            a = np.full(4, t % 6, np.int64)
+            got, want = env.step(a), ref.step(a)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+    finally:
+        env.close()
+        ref.close()
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"use_inter_area_resize": False}, "INTER_LINEAR"),
+    ({"img_height": 105, "img_width": 80}, "105x80"),
+])
+def test_options_the_threads_cannot_run_go_to_worker_processes(kwargs, reason):
+    kind, why = engine_kind({"game": "pong", **kwargs})
+    assert kind == "processes" and reason in why
+    env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, env_kwargs=kwargs)
+    assert isinstance(engine_of(env), AtariEngine)
+    env.close()
+    with atari_engine("threads"), pytest.raises(ConfigError, match=reason):
+        envhive.make("envhive/Pong-v5", num_envs=2, seed=0, env_kwargs=kwargs)
+
+
+def test_a_failed_self_check_falls_back_to_worker_processes(monkeypatch):
+    from envhive.envs.atari import _threads
+
+    monkeypatch.setattr(_threads, "self_check", lambda: "step 3 differs from AtariEnv's")
+    assert engine_kind({"game": "pong"}) == ("processes", "step 3 differs from AtariEnv's")
+    env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0)
+    assert isinstance(engine_of(env), AtariEngine)
+    env.close()
+    with atari_engine("bogus"), pytest.raises(ConfigError, match="ENVHIVE_ATARI_ENGINE"):
+        engine_kind({"game": "pong"})
+
+
+def test_the_self_check_passes_here():
+    from envhive.envs.atari._threads import self_check
+
+    assert self_check() is None
+
+
+def test_the_games_refuse_what_would_crash():
+    from envhive.envs.atari._options import AtariOptions
+    from envhive.envs.atari._threads import new_games
+
+    games = new_games(AtariOptions("pong"), [1, 2], 0)
+    with pytest.raises(ValueError, match="bind"):
+        games.start(np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="before its first reset"):
+        games.screen(1, True)  # env 1's ROM loads at its first reset
+    assert len(games.screen(0, True)) == 210 * 160 * 3
+    games.close()
+    with pytest.raises(ValueError, match="closed"):
+        games.start(np.zeros(1, np.int64))
