@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -189,3 +190,38 @@ def test_the_games_refuse_what_would_crash():
     games.close()
     with pytest.raises(ValueError, match="closed"):
         games.start(np.zeros(1, np.int64))
+
+
+def test_a_forked_child_steps_and_closes_the_pool_alone():
+    """A child forked from a process with a pool has none of its threads: the child's caller
+    runs every op itself, and its close joins nothing (neither hangs)."""
+    env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor=NativeExecutor(3), batch_size=2)
+    env.reset(seed=1)
+    ref = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="serial")
+    ref.reset(seed=1)
+    want = ref.step(np.ones(4, np.int64))[0]
+    ref.close()
+    pid = os.fork()
+    if pid == 0:  # the child: a sync step, an async round trip with resets, a close
+        code = 1
+        try:
+            got = env.step(np.ones(4, np.int64))[0]
+            env.async_reset()  # four resets, of which recv waits for two: the threads'
+            env.recv()  # share in the parent (async recv leaves resets to them), the caller's here
+            env.close()
+            code = 0 if np.array_equal(got, want) else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(env.step(np.ones(4, np.int64))[0], want)  # the parent goes on
+    env.close()

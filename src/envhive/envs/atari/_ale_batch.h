@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <semaphore.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -184,6 +185,7 @@ struct Batch {
     bool sems = false;
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
+    pid_t owner = 0;  // the process that started the threads (a forked child has none of them)
     std::vector<int64_t> order;  // start()'s scratch
 
     // The area resize's scratch: horizontal sums of every source row, and one line.
@@ -415,8 +417,8 @@ struct Batch {
         // never overlap (the next one waits here; a discarded op finishes within one op).
         // The env is marked busy before the epoch is read, so that start() after a discard
         // can wait for the env's old op (``wait_idle``) knowing that no thread will begin it.
-        while (g.busy.exchange(1, std::memory_order_acq_rel))
-            std::this_thread::yield();
+        while (g.busy.exchange(1, std::memory_order_acq_rel) && !forked())
+            std::this_thread::yield();  // (in a forked child, a busy mark is the parent's thread's)
         if (e != epoch.load(std::memory_order_acquire)) {
             g.busy.store(0, std::memory_order_release);
             finished.fetch_add(1, std::memory_order_release);
@@ -516,7 +518,7 @@ struct Batch {
         Py_ssize_t got = drain(out, 0);
         const bool all = got + outstanding <= min_count;
         while (got < min_count && outstanding > 0) {
-            if ((threads.empty() || helps(all)) && sem_trywait(&work_sem) == 0) {  // run a queued job here
+            if ((threads.empty() || forked() || helps(all)) && sem_trywait(&work_sem) == 0) {  // run it here
                 run_job(claim(), rows, line);
                 got = drain(out, got);
                 continue;
@@ -582,6 +584,7 @@ struct Batch {
             for (int a : actions)
                 has_fire = has_fire || a == cfg.fire_action;
             cfg.fire = cfg.fire && has_fire;
+            owner = getpid();
             for (int t = 0; t < k; t++)
                 threads.emplace_back(&Batch::worker, this);
         } catch (const std::exception &e) {
@@ -590,7 +593,15 @@ struct Batch {
         return "";
     }
 
+    // A child forked from the process that built the batch has its memory but none of its
+    // threads: there the caller runs every job, and close() leaves the thread objects alone.
+    bool forked() const { return getpid() != owner; }
+
     void shutdown() {
+        if (!threads.empty() && forked()) {
+            new std::vector<std::thread>(std::move(threads));  // no thread to join or detach here
+            threads.clear();
+        }
         if (!threads.empty()) {
             stop.store(true, std::memory_order_release);
             for (size_t t = 0; t < threads.size(); t++)

@@ -341,7 +341,7 @@ int check_ids(Batch *b, Py_buffer *ids)
 // Wait (GIL released) until none of ``ids`` runs an op discarded earlier.
 void wait_idle(Batch *b, const int64_t *ids, Py_ssize_t k)
 {
-    if (!b->any_busy(ids, k))
+    if (!b->any_busy(ids, k) || b->forked())  // a forked child: no thread runs anything
         return;
     Py_BEGIN_ALLOW_THREADS
     while (b->any_busy(ids, k))
