@@ -94,7 +94,7 @@ from envhive.executors._spawn import main_hidden, usable_cpus
 from envhive.executors._worker import SpinPolicy
 
 if TYPE_CHECKING:
-    pass
+    from envhive.engines import AsyncEngine, Engine
 
 __all__ = ["AtariEngine", "INFO_KEYS"]
 
@@ -639,3 +639,12 @@ class AtariEngine(OutOfReach, BatchedOps):
         with deferred_interrupts():
             self._finalizer()
         self._inline = None
+
+
+if TYPE_CHECKING:
+
+    def _implements_engine(engine: AtariEngine) -> Engine:
+        return engine  # mypy checks AtariEngine against the Engine and AsyncEngine protocols here
+
+    def _implements_async(engine: AtariEngine) -> AsyncEngine:
+        return engine

@@ -48,7 +48,7 @@ from envhive.errors import EnvhiveError, EnvWorkerError
 from envhive.executors._atari_factory import OutOfReach
 
 if TYPE_CHECKING:
-    from envhive.engines import Engine
+    from envhive.engines import AsyncEngine, Engine
 
 __all__ = ["AtariThreadEngine", "STOCK"]
 
@@ -282,3 +282,6 @@ if TYPE_CHECKING:
 
     def _implements_engine(engine: AtariThreadEngine) -> Engine:
         return engine  # mypy checks AtariThreadEngine against the Engine protocol here
+
+    def _implements_async(engine: AtariThreadEngine) -> AsyncEngine:
+        return engine  # ... and against AsyncEngine
