@@ -7,7 +7,7 @@ ale-py's exported C++ API, EnvPool's preprocessing in C), as EnvPool and ale-py'
 ``AtariVectorEnv`` do. Next to the worker-process engine (``executors/_atari.py``, the
 fallback) it has no round trip to another process, no copy of the frames, and no static
 ownership: any thread takes the next env's op, so a batch whose games reset (a reset costs
-about ten steps) stays balanced, and a sync step runs RESET ops first. While the caller waits
+ten to fifteen steps) stays balanced, and a sync step runs RESET ops first. While the caller waits
 (a sync step, ``recv``) it steps games too.
 
 The C++ threads perform each env's whole op (``envhive._ops``: STEP, RESET, STEP_RESET with
@@ -65,8 +65,9 @@ class AtariThreadEngine(OutOfReach):
     Args:
         num_envs: batch size.
         kwargs: ``AtariEnv`` keywords (``game`` and the options).
-        num_threads: C++ threads (``None``: one per usable core, at most ``num_envs``); one
-            env runs in the caller alone. The caller steps games too while it waits.
+        num_threads: runners (``None``: one per usable core, at most ``num_envs``): the
+            caller, which steps games while it waits, and ``num_threads - 1`` C++ threads; one
+            env runs in the caller alone.
     """
 
     what = "the native Atari engine (use executor='process' for reset options)"
