@@ -33,7 +33,7 @@ setup(
         ),
         *([Extension(
             "envhive.envs.atari._alethreads",
-            ["src/envhive/envs/atari/_threads.cpp"],
+            ["src/envhive/envs/atari/_threads.cpp", "src/envhive/envs/atari/_ale_oldabi.cpp"],
             language="c++",
             extra_compile_args=["-std=c++17", "-O3", "-ffp-contract=off", "-pthread"],
             extra_link_args=["-pthread"],

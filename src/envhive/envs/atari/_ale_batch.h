@@ -44,9 +44,10 @@ struct Api {
     void (*gray)(const void *, Bytes &);
     void (*rgb)(const void *, Bytes &);
     void (*reset_game)(void *);
-    void (*set_int)(void *, const std::string &, int);
-    void (*set_float)(void *, const std::string &, float);
-    void (*load_rom)(void *, std::filesystem::path);
+    // The three that take a string or a path: in libstdc++'s new ABI (ale-py 0.12) or its old
+    // one (0.10, 0.11: called through _ale_oldabi.cpp); ``old_abi`` says which was found.
+    void *set_int, *set_float, *load_rom;
+    bool old_abi;
     void (*set_mode)(void *, unsigned);
     void (*set_difficulty)(void *, unsigned);
     // ActionVect (std::vector<ale::Action>, an int enum) returned by value.
@@ -66,16 +67,34 @@ const struct {
     {"_ZNK3ale12ALEInterface18getScreenGrayscaleERSt6vectorIhSaIhEE", offsetof(Api, gray)},
     {"_ZNK3ale12ALEInterface12getScreenRGBERSt6vectorIhSaIhEE", offsetof(Api, rgb)},
     {"_ZN3ale12ALEInterface10reset_gameEv", offsetof(Api, reset_game)},
-    {"_ZN3ale12ALEInterface6setIntERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEi",
-     offsetof(Api, set_int)},
-    {"_ZN3ale12ALEInterface8setFloatERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEf",
-     offsetof(Api, set_float)},
-    {"_ZN3ale12ALEInterface7loadROMENSt10filesystem7__cxx114pathE", offsetof(Api, load_rom)},
     {"_ZN3ale12ALEInterface7setModeEj", offsetof(Api, set_mode)},
     {"_ZN3ale12ALEInterface13setDifficultyEj", offsetof(Api, set_difficulty)},
     {"_ZNK3ale12ALEInterface19getMinimalActionSetEv", offsetof(Api, minimal_actions)},
     {"_ZNK3ale12ALEInterface17getLegalActionSetEv", offsetof(Api, legal_actions)},
 };
+
+// setInt, setFloat, loadROM: {new ABI, old ABI} names.
+const struct {
+    const char *name[2];
+    size_t offset;
+} kStringSymbols[] = {
+    {{"_ZN3ale12ALEInterface6setIntERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEi",
+      "_ZN3ale12ALEInterface6setIntERKSsi"}, offsetof(Api, set_int)},
+    {{"_ZN3ale12ALEInterface8setFloatERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEf",
+      "_ZN3ale12ALEInterface8setFloatERKSsf"}, offsetof(Api, set_float)},
+    {{"_ZN3ale12ALEInterface7loadROMENSt10filesystem7__cxx114pathE",
+      "_ZN3ale12ALEInterface7loadROMENSt10filesystem4pathE"}, offsetof(Api, load_rom)},
+};
+
+}  // namespace envhive_atari
+
+extern "C" {  // _ale_oldabi.cpp
+void envhive_ale_set_int_old(void *fn, void *ale, const char *key, int value);
+void envhive_ale_set_float_old(void *fn, void *ale, const char *key, float value);
+void envhive_ale_load_rom_old(void *fn, void *ale, const char *path);
+}
+
+namespace envhive_atari {
 
 // An ALEInterface is four unique_ptrs and an int (40 bytes in ale-py 0.10-0.12); it is built
 // in place in storage this large, so a later version may add members.
@@ -266,9 +285,19 @@ struct Batch {
 
     // A fresh ROM with this seed (AtariEnv.reset(seed=...): ALE reads its seed at load).
     void load(Game &g, int64_t seed) {
-        api.set_float(g.ale, std::string("repeat_action_probability"), (float)cfg.sticky);
-        api.set_int(g.ale, std::string("random_seed"), (int)seed);
-        api.load_rom(g.ale, std::filesystem::path(rom));
+        const float sticky = (float)cfg.sticky;
+        if (api.old_abi) {
+            envhive_ale_set_float_old(api.set_float, g.ale, "repeat_action_probability", sticky);
+            envhive_ale_set_int_old(api.set_int, g.ale, "random_seed", (int)seed);
+            envhive_ale_load_rom_old(api.load_rom, g.ale, rom.c_str());
+        } else {
+            using SetInt = void (*)(void *, const std::string &, int);
+            using SetFloat = void (*)(void *, const std::string &, float);
+            using LoadRom = void (*)(void *, std::filesystem::path);
+            reinterpret_cast<SetFloat>(api.set_float)(g.ale, std::string("repeat_action_probability"), sticky);
+            reinterpret_cast<SetInt>(api.set_int)(g.ale, std::string("random_seed"), (int)seed);
+            reinterpret_cast<LoadRom>(api.load_rom)(g.ale, std::filesystem::path(rom));
+        }
         g.loaded = true;
         if (cfg.mode >= 0)
             api.set_mode(g.ale, (unsigned)cfg.mode);

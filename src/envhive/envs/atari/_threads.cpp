@@ -1,4 +1,6 @@
 /* envhive.envs.atari._alethreads: a batch of Atari games stepped by C++ threads, GIL released.
+ * (Sources: this file, the Python type; _ale_batch.h, the batch; _ale_oldabi.cpp, ALE's string
+ * calls for ale-py wheels built with libstdc++'s old string ABI; _area.h, the resize.)
  *
  * ale-py's Python binding holds the GIL in ``ALEInterface.act``, so Python threads cannot step
  * games in parallel; EnvPool and ale-py's own ``AtariVectorEnv`` step ALE from C++ threads.
@@ -73,8 +75,24 @@ int resolve(Api *api, const char *path)
         }
         memcpy(reinterpret_cast<char *>(api) + s.offset, &f, sizeof f);
     }
-    dlclose(lib);  // RTLD_NOLOAD took a reference; Python's import keeps the library
-    return 0;
+    // The string-taking three: all in the new libstdc++ ABI, or all in the old one.
+    for (int abi = 0; abi < 2; abi++) {
+        bool all = true;
+        for (const auto &s : kStringSymbols) {
+            void *f = dlsym(lib, s.name[abi]);
+            all = all && f != nullptr;
+            memcpy(reinterpret_cast<char *>(api) + s.offset, &f, sizeof f);
+        }
+        if (all) {
+            api->old_abi = abi == 1;
+            dlclose(lib);  // RTLD_NOLOAD took a reference; Python's import keeps the library
+            return 0;
+        }
+    }
+    dlclose(lib);
+    PyErr_SetString(PyExc_ImportError, "ale-py's library exports ALEInterface::setInt/setFloat/loadROM "
+                                       "in neither libstdc++ string ABI");
+    return -1;
 }
 
 int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char *name, bool writable)
