@@ -547,7 +547,7 @@ struct Batch {
         Py_ssize_t got = drain(out, 0);
         const bool all = got + outstanding <= min_count;
         while (got < min_count && outstanding > 0) {
-            if ((threads.empty() || forked() || helps(all)) && sem_trywait(&work_sem) == 0) {  // run it here
+            if ((threads.empty() || helps(all) || forked()) && sem_trywait(&work_sem) == 0) {  // run it here
                 run_job(claim(), rows, line);
                 got = drain(out, got);
                 continue;
