@@ -1,4 +1,5 @@
-"""The ``"atari"`` engine kind: worker processes stepping ALE, every result in shared memory.
+"""The native executor's worker-process Atari engine: processes stepping ALE, every result in
+shared memory (the fallback of the threaded engine; ``ENVHIVE_ATARI_ENGINE=processes`` forces it).
 
 The native executor's Atari engine where the threaded one (``executors/_atari_threads.py``)
 cannot run (``executors/_atari_factory.py``: ``engine_kind`` chooses). It lives with the
@@ -32,8 +33,11 @@ the same for a seed by construction. Two paths drive them (the worker's side is
   envs finished first are collected first.
 
 Examples:
-    >>> import envhive, numpy as np
+    >>> import os, envhive, numpy as np
+    >>> os.environ["ENVHIVE_ATARI_ENGINE"] = "processes"  # this engine, not the threaded one
     >>> env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, executor="native")
+    >>> type(env.pool.executor._engine).__name__
+    'AtariEngine'
     >>> obs, info = env.reset()
     >>> obs, rew, term, trunc, info = env.step(np.zeros(2, np.int64))
     >>> obs.shape, info["elapsed_step"].tolist()
@@ -49,6 +53,7 @@ Examples:
     >>> sorted(info["env_id"].tolist() + env.recv()[4]["env_id"].tolist()) != []
     True
     >>> env.close()
+    >>> del os.environ["ENVHIVE_ATARI_ENGINE"]
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ __all__ = ["AtariFactory", "atari_factory", "bench_peers", "engine_kind", "ENGIN
 
 class AtariFactory:
     """A picklable factory of one Atari game with its options: one :class:`AtariEnv` when
-    called (serial, thread and process executors), the :class:`AtariEngine` of a whole batch
-    for the native executor, which ``executor="auto"`` picks from two envs on (one game runs
-    inline anyway; see ``AtariEngine``).
+    called (serial, thread and process executors), the native engine of a whole batch for the
+    native executor (threaded or worker processes, :func:`engine_kind`), which
+    ``executor="auto"`` picks for any number of envs.
 
     The options are checked here, at ``make()``: a bad one is a ``ConfigError`` in the
     caller, not in a worker.
@@ -57,8 +57,9 @@ class AtariFactory:
         return AtariEnv(**self.kwargs)
 
     def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
-        """The native executor's engine (:func:`engine_kind` says which): ``num_threads`` C++
-        threads in this process, or as many worker processes (``None``: one per core)."""
+        """The native executor's engine (:func:`engine_kind` says which): ``num_threads``
+        runners in this process (the caller and C++ threads), or as many worker processes
+        (``None``: one per core)."""
         if engine_kind(self.kwargs)[0] == "threads":
             from envhive.executors._atari_threads import AtariThreadEngine
 
