@@ -7,7 +7,7 @@ ale-py's exported C++ API, EnvPool's preprocessing in C), as EnvPool and ale-py'
 ``AtariVectorEnv`` do. Next to the worker-process engine (``executors/_atari.py``, the
 fallback) it has no round trip to another process, no copy of the frames, and no static
 ownership: any thread takes the next env's op, so a batch whose games reset (a reset costs
-ten to fifteen steps) stays balanced, and a sync step runs RESET ops first. While the caller waits
+many steps) stays balanced, and a sync step runs RESET ops first. While the caller waits
 (a sync step, ``recv``) it steps games too.
 
 The C++ threads perform each env's whole op (``envhive._ops``: STEP, RESET, STEP_RESET with
@@ -141,8 +141,9 @@ class AtariThreadEngine(OutOfReach):
         """Before the ops of ``ids`` start: the seeded RESETs' seeds (``seeded``: the command
         block's seeds are this call's), and fresh no-op counts for envs that used theirs up."""
         b = self._ob
-        if seeded and np.count_nonzero(b.has_seed[ids]):
-            resets = ids[(b.ops[ids] == RESET) & b.has_seed[ids]]
+        seeds = b.has_seed[ids] if seeded else None
+        if seeds is not None and np.count_nonzero(seeds):
+            resets = ids[(b.ops[ids] == RESET) & seeds]
             for i in resets.tolist():
                 np_seed, ale_seed = seed_words(b.seed_of(i))
                 self._rngs[i] = np.random.default_rng(np_seed)

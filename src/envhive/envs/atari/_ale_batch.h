@@ -96,8 +96,8 @@ void envhive_ale_load_rom_old(void *fn, void *ale, const char *path);
 
 namespace envhive_atari {
 
-// An ALEInterface is four unique_ptrs and an int (40 bytes in ale-py 0.10-0.12); it is built
-// in place in storage this large, so a later version may add members.
+// An ALEInterface (four unique_ptrs and an int in ale-py 0.10-0.12) is built in place in
+// storage far larger than that, so a later version may add members.
 constexpr size_t kAleBytes = 1024;
 
 constexpr int kRawH = 210, kRawW = 160;
@@ -131,7 +131,7 @@ struct Game {
     int64_t first_seed = 0;  // the ALE seed of its first load, unless a seeded reset comes first
     bool loaded = false;     // a ROM is loaded (at the first reset: see Games_init)
     int elapsed = 0, lives = 0;
-    bool done = true, started = false, life_lost = false;
+    bool started = false, life_lost = false;
     double raw_reward = 0.0;
     std::atomic<int> busy{0};
     std::string error, error_kind;  // the last op's error: message, and Python's class name
@@ -336,7 +336,6 @@ struct Batch {
             act(g, cfg.fire_action);
         grab(g, 0);
         push(g, new_game, false, rows, line);
-        g.done = false;
         g.life_lost = false;
         g.lives = api.lives(g.ale);
         g.raw_reward = 0.0;
@@ -362,7 +361,6 @@ struct Batch {
         g.life_lost = 0 < lives && lives < g.lives;
         const bool ended = over || trunc || (cfg.episodic_life && g.life_lost);
         g.lives = lives;
-        g.done = ended;
         g.raw_reward = (double)reward;
         *terminated = ended && !trunc;  // EnvPool: truncated wins when both happen
         *truncated = trunc;
@@ -529,7 +527,7 @@ struct Batch {
 
     // Whether the waiting caller takes the next queued job itself. When it waits for every op
     // in flight (a sync call), always: it has nothing else to do until they are all done.
-    // When it waits for some (an async recv), not a RESET: a reset costs about ten steps, and
+    // When it waits for some (an async recv), not a RESET: a reset costs many steps, and
     // the caller would hold back its next send that long while the threads run out of work.
     bool helps(bool all) const {
         if (all)

@@ -143,11 +143,6 @@ Batch *live(GamesObject *self)
     return self->batch;
 }
 
-/* Games(lib, rom, seeds, config, num_threads): ``len(seeds)`` games of ROM ``rom`` (a path),
- * each to be loaded with its ALE seed at its first reset unless that reset brings a seed of its
- * own (loading a ROM costs tens of milliseconds), stepped by ``num_threads`` threads (0: the
- * caller alone). ``config``: a dict of Config's fields (``xi``/``xw``/``yi``/``yw``: the area
- * plan's tables). */
 // Config's fields from the dict ``config`` (see Games_init); -1 with an exception set.
 int parse_config(PyObject *config, Config &c)
 {
@@ -225,7 +220,7 @@ int parse_config(PyObject *config, Config &c)
 
 /* Games(lib, rom, seeds, config, num_threads): ``len(seeds)`` games of ROM ``rom`` (a path),
  * each to be loaded with its ALE seed at its first reset unless that reset brings a seed of its
- * own (loading a ROM costs tens of milliseconds), stepped by ``num_threads`` threads (0: the
+ * own (loading a ROM is slow: a seeded first reset would load it twice), stepped by ``num_threads`` threads (0: the
  * caller alone). ``config``: a dict of Config's fields (``xi``/``xw``/``yi``/``yw``: the area
  * plan's tables). */
 int Games_init(GamesObject *self, PyObject *args, PyObject *kwds)
@@ -484,12 +479,6 @@ PyObject *Games_discard(GamesObject *self, PyObject *)
     Py_RETURN_NONE;
 }
 
-PyObject *Games_outstanding(GamesObject *self, PyObject *)
-{
-    Batch *b = live(self);
-    return b == nullptr ? nullptr : PyLong_FromLongLong(b->outstanding);
-}
-
 PyObject *Games_error(GamesObject *self, PyObject *arg)
 {
     Batch *b = live(self);
@@ -569,7 +558,6 @@ PyMethodDef Games_methods[] = {
     {"discard", reinterpret_cast<PyCFunction>(Games_discard), METH_NOARGS, "Forget ops in flight."},
     {"wait_idle", reinterpret_cast<PyCFunction>(Games_wait_idle), METH_NOARGS, "Wait for running ops."},
     {"idle", reinterpret_cast<PyCFunction>(Games_idle), METH_NOARGS, "Every queued job has run."},
-    {"outstanding", reinterpret_cast<PyCFunction>(Games_outstanding), METH_NOARGS, "Ops not collected."},
     {"error", reinterpret_cast<PyCFunction>(Games_error), METH_O, "Env i's last error: (kind, message)."},
     {"screen", reinterpret_cast<PyCFunction>(Games_screen), METH_VARARGS, "Env i's raw screen."},
     {"actions", reinterpret_cast<PyCFunction>(Games_actions), METH_NOARGS, "The action set."},
