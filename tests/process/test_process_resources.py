@@ -128,9 +128,9 @@ class _PipeRefused:
         return self._ctx.Pipe(*args, **kwargs)
 
 
-def test_a_pipe_refused_to_a_later_worker_is_a_resource_error():
+def test_a_pipe_refused_to_a_later_worker_is_a_resource_error(monkeypatch):
     ex = ProcessExecutor(3)
-    ex._ctx = _PipeRefused(ex._ctx, after=3)
+    monkeypatch.setattr(ex, "_ctx", _PipeRefused(ex._ctx, after=3))
     with pytest.raises(envhive.ResourceError, match=r"file descriptors while starting worker 2") as info:
         envhive.make(CountingEnv, 6, executor=ex)
     assert info.value.errno == errno.EMFILE
@@ -174,12 +174,12 @@ def test_a_taken_segment_name_is_skipped_and_left_alone(monkeypatch):
         squat.unlink()
 
 
-def test_a_rebuild_refused_by_the_os_shuts_down_with_the_reason():
+def test_a_rebuild_refused_by_the_os_shuts_down_with_the_reason(monkeypatch):
     ex = ProcessExecutor(2, on_worker_failure="restart")
     env = envhive.make(CountingEnv, 4, executor=ex)
     env.reset(seed=0)
     os.kill(ex.worker_pids()[0], signal.SIGKILL)
-    ex._ctx = _PipeRefused(ex._ctx, after=1)
+    monkeypatch.setattr(ex, "_ctx", _PipeRefused(ex._ctx, after=1))
     with pytest.raises(envhive.WorkerDiedError, match="could not be rebuilt") as info:
         for _ in range(50):
             env.step(np.zeros(4, np.int64))
