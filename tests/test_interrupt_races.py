@@ -13,7 +13,6 @@ correct results (``assert_fresh_and_usable``); a close leaves no segment and no 
 from __future__ import annotations
 
 import dis
-import faulthandler
 import functools
 import gc
 import os
@@ -33,52 +32,9 @@ import envhive
 from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor, available_executors
 from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
+from tests.bounded import Watchdog
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Wedged(Exception):
-    """Raised in the main thread by :class:`Watchdog` when a call outlives its limit."""
-
-
-class Watchdog:
-    """Fail a block that does not finish within ``limit`` seconds, instead of hanging.
-
-    A timer thread dumps every thread's stack, then sends SIGUSR1 to the main thread every
-    half second until the block ends; the handler raises :class:`Wedged` there. A thread
-    blocked on a lock is woken by it (CPython's lock waits are interruptible), so even a
-    deadlock ends, as a failure.
-    """
-
-    def __init__(self, limit: float, what: str) -> None:
-        self.limit, self.what = limit, what
-        self.fired = False
-        self._stop = threading.Event()
-
-    def _watch(self) -> None:
-        if self._stop.wait(self.limit):
-            return
-        self.fired = True
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        while not self._stop.is_set():
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> Watchdog:
-        def wedged(signum: int, frame: Any) -> None:
-            raise Wedged(f"{self.what}: still running after {self.limit} s (stacks above)")
-
-        self._previous = signal.signal(signal.SIGUSR1, wedged)
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        signal.signal(signal.SIGUSR1, self._previous)
-        if self.fired:
-            pytest.fail(f"{self.what}: wedged (still running after {self.limit} s)")
 
 
 @pytest.fixture(autouse=True)
@@ -262,7 +218,7 @@ def test_ctrl_c_just_after_the_caller_was_woken(sync):
     env.close()
 
 
-def test_ctrl_c_between_claiming_a_share_and_running_it():
+def test_ctrl_c_between_claiming_a_share_and_running_it(monkeypatch):
     """The caller claimed a share (its slice busy) and was interrupted before running it: no
     one released the claim, so the slice's thread slept through every later call."""
     ex = ThreadExecutor(2)
@@ -276,7 +232,7 @@ def test_ctrl_c_between_claiming_a_share_and_running_it():
             raise KeyboardInterrupt  # after the claim, before the run
         run_here(*args)
 
-    ex._run_here = interrupted_first  # type: ignore[method-assign]
+    monkeypatch.setattr(ex, "_run_here", interrupted_first)
     with Watchdog(10.0, "the call after an interrupted steal"):
         with pytest.raises(KeyboardInterrupt):
             env.step(np.zeros(4, np.int64))
@@ -287,7 +243,7 @@ def test_ctrl_c_between_claiming_a_share_and_running_it():
 
 @pytest.mark.parametrize("where", ["before_dispatch", "after_popleft"])
 @pytest.mark.parametrize("name", ["serial", "thread2", "process", "native"])
-def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
+def test_ctrl_c_outside_the_old_guard_of_send_and_recv(monkeypatch, name, where):
     """Item 2: a Ctrl-C in send() before its dispatch, with other envs in flight, or in recv()
     after it took the batch off the ready queue: reset() works (was PendingCallError), and
     every env comes back from recv afterwards (the popped batch was lost for good)."""
@@ -304,10 +260,10 @@ def test_ctrl_c_outside_the_old_guard_of_send_and_recv(name, where):
     original = getattr(owner, target)
 
     def interrupted(*args: Any) -> Any:
-        setattr(owner, target, original)
+        monkeypatch.setattr(owner, target, original)
         raise KeyboardInterrupt
 
-    setattr(owner, target, interrupted)
+    monkeypatch.setattr(owner, target, interrupted)
     with Watchdog(10.0, f"{name}: the pool after a Ctrl-C {where}"):
         with pytest.raises(KeyboardInterrupt):
             env.send(np.zeros(2, np.int64), [0, 1]) if where == "before_dispatch" else env.recv()
@@ -338,10 +294,10 @@ def test_ctrl_c_in_the_front_ends_layout_of_a_recv(monkeypatch, api):
         original_timestep = env._timestep
 
         def interrupted_timestep(batch: Any) -> Any:
-            env._timestep = original_timestep
+            monkeypatch.setattr(env, "_timestep", original_timestep)
             raise KeyboardInterrupt
 
-        env._timestep = interrupted_timestep
+        monkeypatch.setattr(env, "_timestep", interrupted_timestep)
     with Watchdog(10.0, f"{api}: the pool after a Ctrl-C in the front end's recv layout"):
         env.async_reset() if api == "gymnasium" else env.async_reset(seed=0)
         with pytest.raises(KeyboardInterrupt):
@@ -356,7 +312,7 @@ def test_ctrl_c_in_the_front_ends_layout_of_a_recv(monkeypatch, api):
     ("gymnasium", "step_async"), ("gymnasium", "reset_async"),
     ("dm_env", "send"), ("dm_env", "recv"), ("dm_env", "async_reset"),
 ])
-def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(api, call):
+def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(monkeypatch, api, call):
     """Python delivers a signal when a call completes, in the caller's frame: a Ctrl-C just
     as the pool's send/recv/async_reset returned into the front end (simulated: the pool's
     call does its work, then raises) leaves nothing in flight and nothing pending, as one
@@ -368,7 +324,7 @@ def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(api, call):
     original = getattr(pool, pool_call)
 
     def then_interrupted(*args: Any, **kwargs: Any) -> Any:
-        setattr(pool, pool_call, original)
+        monkeypatch.setattr(pool, pool_call, original)
         original(*args, **kwargs)
         raise KeyboardInterrupt
 
@@ -376,7 +332,7 @@ def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(api, call):
         env.reset()
         if call == "recv":
             env.send(np.zeros(4, np.int64), np.arange(4))  # two stay in flight after the recv
-        setattr(pool, pool_call, then_interrupted)
+        monkeypatch.setattr(pool, pool_call, then_interrupted)
         with pytest.raises(KeyboardInterrupt):
             if call == "send":
                 env.send(np.zeros(2, np.int64), np.arange(2))
@@ -547,7 +503,7 @@ def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
 
 @pytest.mark.parametrize("call", ["wait", "recv"])
 @pytest.mark.parametrize("name", ["serial", "process"])
-def test_ctrl_c_at_the_first_check_of_wait_and_recv(name, call):
+def test_ctrl_c_at_the_first_check_of_wait_and_recv(monkeypatch, name, call):
     """A Ctrl-C in ``wait``'s or ``recv``'s first check, with envs in flight, is inside the
     call's guard too: the envs in flight are given up and ``reset()`` works (it raised
     PendingCallError when the checks ran before the guard)."""
@@ -557,10 +513,10 @@ def test_ctrl_c_at_the_first_check_of_wait_and_recv(name, call):
     original = pool._check_open
 
     def interrupted() -> None:
-        pool._check_open = original  # type: ignore[method-assign]
+        monkeypatch.setattr(pool, "_check_open", original)
         raise KeyboardInterrupt
 
-    pool._check_open = interrupted  # type: ignore[method-assign]
+    monkeypatch.setattr(pool, "_check_open", interrupted)
     with Watchdog(10.0, f"{name}: the pool after a Ctrl-C at {call}'s first check"):
         with pytest.raises(KeyboardInterrupt):
             pool.wait() if call == "wait" else pool.recv()

@@ -42,7 +42,7 @@ def _same_as_fresh(env: envhive.VectorEnv) -> None:
 
 
 @pytest.mark.usefixtures("process_engine")
-def test_ctrl_c_inside_a_round_of_worker_commands():
+def test_ctrl_c_inside_a_round_of_worker_commands(monkeypatch):
     # The exact place: SIGINT arrives while the parent waits for its workers' completions.
     env = envhive.make(ID, 4, executor="native", seed=0)
     try:
@@ -54,10 +54,10 @@ def test_ctrl_c_inside_a_round_of_worker_commands():
             os.kill(os.getpid(), signal.SIGINT)
             wait_round()
 
-        engine._wait_round = interrupted_wait
+        monkeypatch.setattr(engine, "_wait_round", interrupted_wait)
         with pytest.raises(KeyboardInterrupt):
             env.step(np.zeros(4, np.int64))
-        engine._wait_round = wait_round
+        monkeypatch.setattr(engine, "_wait_round", wait_round)
         _same_as_fresh(env)
     finally:
         env.close()
@@ -91,7 +91,7 @@ def test_ctrl_c_at_random_moments(loop, engine):
 
 
 @pytest.mark.usefixtures("process_engine")
-def test_ctrl_c_inside_close_still_stops_the_workers_and_frees_the_block():
+def test_ctrl_c_inside_close_still_stops_the_workers_and_frees_the_block(monkeypatch):
     # The finalizer runs once: a close cut short used to leave workers and block for good.
     env = envhive.make(ID, 4, executor="native", seed=0)
     env.reset()
@@ -103,7 +103,7 @@ def test_ctrl_c_inside_close_still_stops_the_workers_and_frees_the_block():
         os.kill(os.getpid(), signal.SIGINT)
         finalize()
 
-    engine._finalizer = interrupted_finalize
+    monkeypatch.setattr(engine, "_finalizer", interrupted_finalize)
     try:
         env.close()
     except KeyboardInterrupt:

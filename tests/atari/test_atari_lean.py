@@ -10,8 +10,6 @@ same books. The general run is the same pool with the lean routes switched off.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -23,6 +21,7 @@ from envhive._books import IDLE  # noqa: E402
 from envhive._ops import STEP  # noqa: E402
 from envhive.errors import EnvWorkerError  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
+from tests.bounded import wait_until  # noqa: E402
 
 ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}  # episodes end within a few dozen steps
@@ -35,15 +34,17 @@ def _make(mode: str, n: int, batch_size: int, engine: str):
                         max_episode_steps=12, batch_size=batch_size, seed=3)
 
 
-def _settle(env) -> None:
-    """Wait until the workers finished every env sent (their rings' heads reach the tails;
-    the threads ran every job queued)."""
+def _settle(env, kind: str) -> None:
+    """Wait (boundedly) until the workers finished every env sent (their rings' heads reach
+    the tails; the threads ran every job queued)."""
     engine = env._pool.executor._engine
-    deadline = time.monotonic() + 30
-    games = getattr(engine, "_games", None)
-    while not (games.idle() if games is not None else engine._a.q_head.tolist() == engine._tails):
-        assert time.monotonic() < deadline, "the workers did not finish"
-        time.sleep(1e-3)
+    if kind == "threads":
+        def idle() -> bool:
+            return bool(engine._games.idle())
+    else:
+        def idle() -> bool:
+            return bool(engine._a.q_head.tolist() == engine._tails)
+    assert wait_until(idle, poll=1e-3), "the workers did not finish"
 
 
 def _row(batch, info, k: int) -> tuple:
@@ -62,6 +63,12 @@ def _row(batch, info, k: int) -> tuple:
 
 
 def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, engine: str, calls: int = 40):
+    with pytest.MonkeyPatch.context() as m:
+        return _patched_run(m, mode, n, batch_size, lean, script_seed, engine, calls)
+
+
+def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean: bool,
+                 script_seed: int, engine: str, calls: int):
     env = _make(mode, n, batch_size, engine)
     pool = env._pool
     taken = []
@@ -74,15 +81,15 @@ def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, engin
             taken.append(got is not None)
             return got
 
-        pool._take_finished = counted
-    else:
-        pool._take_finished = None
-        pool._lean_send = False
+        m.setattr(pool, "_take_finished", counted)
+    else:  # the lean routes off (each name must exist: else the runs would both be lean)
+        m.setattr(pool, "_take_finished", None)
+        m.setattr(pool, "_lean_send", False)
     rng = np.random.default_rng(script_seed)
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))
     for _ in range(calls):
-        _settle(env)
+        _settle(env, engine)
         batch = env.recv()
         info = batch[4]
         ids = info["env_id"]

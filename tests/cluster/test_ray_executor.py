@@ -22,6 +22,7 @@ from envhive.testing import CountingEnv
 
 ray = pytest.importorskip("ray")
 from envhive.executors import RayExecutor  # noqa: E402
+from tests.bounded import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,6 +46,15 @@ def factories(n: int, **kw):
 
 def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+def gone(pid: int) -> bool:
+    """The process has died (reaped, or a zombie its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def test_a_killed_actor_is_a_worker_died_error_and_the_executor_shuts_down():
@@ -88,8 +98,9 @@ def test_a_call_whose_actor_dies_raises_and_the_pool_goes_on():
     ex = RayExecutor(2, on_worker_failure="restart")
     env = envhive.make(factories(4), executor=ex)
     env.reset(seed=0)
-    kill(ex.actor_locations()[1][1])
-    time.sleep(0.5)  # Ray learns of the death; the call that follows finds it
+    victim = ex.actor_locations()[1][1]
+    kill(victim)
+    assert wait_until(lambda: gone(victim))  # dead before the call, which then finds it
     with pytest.raises(envhive.WorkerDiedError, match="rebuilt"):
         env.call("render")
     assert env.get_attr("tag") == (0, 1, 2, 3)  # the rebuilt actor answers
@@ -139,10 +150,8 @@ def test_close_kills_the_actors_and_frees_the_placement_group():
     env.close()
     assert all(_dead(h) for h in handles)
     assert ray.util.placement_group_table()[mine[0]]["state"] == "REMOVED"
-    deadline = time.monotonic() + 10
-    while ray.available_resources().get("CPU") != ray.cluster_resources()["CPU"]:
-        assert time.monotonic() < deadline, ray.available_resources()
-        time.sleep(0.1)
+    assert wait_until(lambda: ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]), \
+        ray.available_resources()
     env.close()  # idempotent
 
 

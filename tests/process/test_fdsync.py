@@ -114,7 +114,7 @@ def test_a_spawned_child_gets_them_by_descriptor_and_no_tracker_starts():
     from multiprocessing import resource_tracker
 
     tracker = resource_tracker._resource_tracker
-    had_tracker = getattr(tracker, "_fd", None) is not None
+    had_tracker = tracker._fd is not None  # (a renamed attribute fails here, not silently)
     block = SharedBlock(32)
     ready, cmd, done = EventSemaphore(), EventSemaphore(), EventSemaphore()
     names = {"block": block, "ready": ready, "cmd": cmd, "done": done}
@@ -129,7 +129,7 @@ def test_a_spawned_child_gets_them_by_descriptor_and_no_tracker_starts():
         arr = np.ndarray((4,), np.int64, block.map())
         assert arr.tolist() == [1, 2, 3, 4]
         # Starting it did not start multiprocessing's resource tracker (a plain spawn does).
-        assert (getattr(tracker, "_fd", None) is not None) == had_tracker
+        assert (tracker._fd is not None) == had_tracker
     finally:
         if proc.is_alive():
             proc.kill()

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -29,6 +28,7 @@ import envhive
 from envhive.executors import ProcessExecutor, _shm
 from envhive.executors._shm import SharedArena, shm_prefix
 from envhive.testing import CountingEnv
+from tests.bounded import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,11 +38,7 @@ def own_shm() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith(mine)}
 
 
-def settle(cond, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
+settle = wait_until
 
 
 @pytest.fixture(autouse=True)
