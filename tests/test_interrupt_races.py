@@ -32,7 +32,7 @@ import envhive
 from envhive.executors import ProcessExecutor, SerialExecutor, ThreadExecutor, available_executors
 from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
-from tests.bounded import Watchdog
+from tests.bounded import LONG, Watchdog
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,7 +158,7 @@ def test_ctrl_c_at_random_moments_of_a_loop(name, loop):
         for trial in range(6):
             env.reset(seed=0)
             delay = rng.uniform(0.02, 0.25)
-            with Watchdog(10.0, f"{name} {loop} trial {trial} (SIGINT after {delay:.3f} s)"):
+            with Watchdog(LONG, f"{name} {loop} trial {trial} (SIGINT after {delay:.3f} s)"):
                 timer = sigint_after(delay)
                 with pytest.raises(KeyboardInterrupt) as caught:
                     LOOPS[loop](env)
@@ -208,7 +208,7 @@ def test_ctrl_c_just_after_the_caller_was_woken(sync):
                        batch_size=None if sync else 2)
     env.reset(seed=0)
     ex._state.caller_wake = TakeThenInterrupt(ex._state.caller_wake)
-    with Watchdog(10.0, "the interrupted wait"):
+    with Watchdog(LONG, "the interrupted wait"):
         with pytest.raises(KeyboardInterrupt):
             if sync:
                 env.step(np.zeros(4, np.int64))
@@ -233,7 +233,7 @@ def test_ctrl_c_between_claiming_a_share_and_running_it(monkeypatch):
         run_here(*args)
 
     monkeypatch.setattr(ex, "_run_here", interrupted_first)
-    with Watchdog(10.0, "the call after an interrupted steal"):
+    with Watchdog(LONG, "the call after an interrupted steal"):
         with pytest.raises(KeyboardInterrupt):
             env.step(np.zeros(4, np.int64))
         assert calls  # the caller did claim a share
@@ -264,7 +264,7 @@ def test_ctrl_c_outside_the_old_guard_of_send_and_recv(monkeypatch, name, where)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(owner, target, interrupted)
-    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C {where}"):
+    with Watchdog(LONG, f"{name}: the pool after a Ctrl-C {where}"):
         with pytest.raises(KeyboardInterrupt):
             env.send(np.zeros(2, np.int64), [0, 1]) if where == "before_dispatch" else env.recv()
         env.reset(seed=0)
@@ -298,7 +298,7 @@ def test_ctrl_c_in_the_front_ends_layout_of_a_recv(monkeypatch, api):
             raise KeyboardInterrupt
 
         monkeypatch.setattr(env, "_timestep", interrupted_timestep)
-    with Watchdog(10.0, f"{api}: the pool after a Ctrl-C in the front end's recv layout"):
+    with Watchdog(LONG, f"{api}: the pool after a Ctrl-C in the front end's recv layout"):
         env.async_reset() if api == "gymnasium" else env.async_reset(seed=0)
         with pytest.raises(KeyboardInterrupt):
             env.recv()
@@ -328,7 +328,7 @@ def test_ctrl_c_as_the_pools_call_returns_into_the_front_end(monkeypatch, api, c
         original(*args, **kwargs)
         raise KeyboardInterrupt
 
-    with Watchdog(10.0, f"{api}: a Ctrl-C as the pool's {pool_call} returned into {call}"):
+    with Watchdog(LONG, f"{api}: a Ctrl-C as the pool's {pool_call} returned into {call}"):
         env.reset()
         if call == "recv":
             env.send(np.zeros(4, np.int64), np.arange(4))  # two stay in flight after the recv
@@ -368,7 +368,7 @@ def test_ctrl_c_during_a_close(name, trial):
     pids = ex.worker_pids() if name == "process" else []
     threads = [sl.thread for sl in ex._state.slices] if name == "thread2" else []
     env.send(np.zeros(4, np.int64))  # the workers are inside a 0.4 s step while close waits
-    with Watchdog(15.0, "close() cut short"):
+    with Watchdog(LONG, "close() cut short"):
         timer = None
         try:
             timer = sigint_after(rng.uniform(0.0, 0.15))
@@ -434,7 +434,7 @@ def test_thread_close_waits_once_for_every_stuck_thread():
     env.send(np.zeros(4, np.int64))
     time.sleep(0.1)  # every thread is inside its step
     try:
-        with Watchdog(8.0, "close() with 4 threads stuck in env calls"):
+        with Watchdog(LONG, "close() with 4 threads stuck in env calls"):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 env.close()
@@ -490,7 +490,7 @@ def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
         raise KeyboardInterrupt
 
     pool._books.all_rows = interrupted  # type: ignore[method-assign]
-    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C in wait"):
+    with Watchdog(LONG, f"{name}: the pool after a Ctrl-C in wait"):
         with pytest.raises(KeyboardInterrupt):
             pool.wait()
         with pytest.raises(envhive.ResetNeededError):
@@ -517,7 +517,7 @@ def test_ctrl_c_at_the_first_check_of_wait_and_recv(monkeypatch, name, call):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pool, "_check_open", interrupted)
-    with Watchdog(10.0, f"{name}: the pool after a Ctrl-C at {call}'s first check"):
+    with Watchdog(LONG, f"{name}: the pool after a Ctrl-C at {call}'s first check"):
         with pytest.raises(KeyboardInterrupt):
             pool.wait() if call == "wait" else pool.recv()
         assert pool.pending == 0

@@ -19,7 +19,7 @@ import envhive
 from envhive.executors import ProcessExecutor
 from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
-from tests.bounded import LONG, Watchdog, wait_until
+from tests.bounded import LONG, FileGate, Watchdog, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,11 +77,13 @@ def baseline():
 
 
 class FlakyEnv(CountingEnv):
-    """Raises in step() at step ``fail_at`` of env tag ``bad``; sleeps ``sleep`` s per step."""
+    """Raises in step() at step ``fail_at`` of env tag ``bad``; sleeps ``sleep`` s per step;
+    with ``gates = (inside, go)``, the step of env tag 0 opens ``inside`` and waits for ``go``."""
 
-    def __init__(self, tag: int, bad: int = -1, fail_at: int = 3, sleep: float = 0.0, hang: bool = False):
+    def __init__(self, tag: int, bad: int = -1, fail_at: int = 3, sleep: float = 0.0, hang: bool = False,
+                 gates: tuple[FileGate, FileGate] | None = None):
         super().__init__(pattern=[(50, "trunc")], tag=tag)
-        self.bad, self.fail_at, self.sleep, self.hang = bad, fail_at, sleep, hang
+        self.bad, self.fail_at, self.sleep, self.hang, self.gates = bad, fail_at, sleep, hang, gates
 
     def step(self, action):
         if self.tag == self.bad and self.t + 1 == self.fail_at:
@@ -90,7 +92,20 @@ class FlakyEnv(CountingEnv):
             raise ZeroDivisionError("injected failure")
         if self.sleep:
             time.sleep(self.sleep)
+        if self.gates is not None and self.tag == 0:
+            inside, go = self.gates
+            inside.open()
+            assert go.wait(), "the test never opened the gate"
         return super().step(action)
+
+
+@pytest.fixture
+def gates():
+    """``(inside, go)``: an env says it is inside a call, then waits for the test's go."""
+    pair = (FileGate(), FileGate())
+    yield pair
+    for gate in pair:
+        gate.remove()
 
 
 def flaky_factories(n: int, **kw):
@@ -351,16 +366,21 @@ def test_async_recv_returns_first_finished():
 
 
 class OptionsEnv(CountingEnv):
-    """Reports ``options["level"]`` in its reset info; sleeps ``options["sleep"]`` s first."""
+    """Reports ``options["level"]`` in its reset info. With ``options["inside"]`` (a path),
+    first makes ``<inside>.<pid>`` (this process is inside the reset) and waits for the file
+    ``options["go"]``."""
 
     def reset(self, *, seed=None, options=None):
         options = options or {}
-        time.sleep(options.get("sleep", 0.0))
+        if "inside" in options:
+            with open(f"{options['inside']}.{os.getpid()}", "w"):
+                pass
+            assert wait_until(lambda: os.path.exists(options["go"])), "the test never said go"
         obs, info = super().reset(seed=seed, options=options)
         return obs, {**info, "level": options.get("level", -1)}
 
 
-def test_restart_during_a_reset_resends_its_options():
+def test_restart_during_a_reset_resends_its_options(tmp_path):
     """A worker killed inside ``reset(seed=..., options=...)`` is rebuilt and the reset resent
     with the same seeds and options: the fresh envs get them, and their rows say the worker
     restarted."""
@@ -370,10 +390,19 @@ def test_restart_during_a_reset_resends_its_options():
     env = envhive.make(OptionsEnv, 4, executor=ex, autoreset="disabled")
     env.reset(seed=0)  # tags (obs[:, 0]) are the first reset's seeds: 0, 1, 2, 3
     victim = ex.worker_pids()[0]
-    killer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
+    inside, go = str(tmp_path / "inside"), str(tmp_path / "go")
+
+    def kill_inside() -> None:  # when the victim is inside the reset: kill it, then say go
+        if wait_until(lambda: os.path.exists(f"{inside}.{victim}")):
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: not alive(victim))
+        with open(go, "w"):
+            pass
+
+    killer = threading.Thread(target=kill_inside)
     killer.start()
     try:
-        obs, info = env.reset(seed=10, options={"sleep": 0.6, "level": 5})
+        obs, info = env.reset(seed=10, options={"inside": inside, "go": go, "level": 5})
     finally:
         killer.join()
     assert info["level"].tolist() == [5, 5, 5, 5]
@@ -412,19 +441,19 @@ def test_close_itself_unlinks_every_named_semaphore(method):
         gc.enable()
 
 
-def test_commands_queued_on_a_dying_worker_come_back_restarted():
+def test_commands_queued_on_a_dying_worker_come_back_restarted(gates):
     """Env 1's step waits in worker 0's queue behind env 0's while the worker is killed: both
     come back truncated with ``worker_restarted`` (env 1 is reset in place of its step, not
     stepped on a never-reset env)."""
     ex = ProcessExecutor(2, on_worker_failure="restart")
-    env = envhive.make(flaky_factories(4, sleep=0.4), executor=ex, batch_size=1)
+    env = envhive.make(flaky_factories(4, gates=gates), executor=ex, batch_size=1)
     env.async_reset(seed=0)
     for _ in range(4):
         env.recv()
     victim = ex.worker_pids()[0]  # envs 0 and 1
     env.send(np.ones(1, np.int64), np.array([0]))
     env.send(np.ones(1, np.int64), np.array([1]))  # queued: the worker is busy with env 0
-    time.sleep(0.1)
+    assert gates[0].wait()  # env 0 is inside its step (and stays there: no go)
     os.kill(victim, signal.SIGKILL)
     got = {}
     for _ in range(2):
