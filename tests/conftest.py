@@ -38,6 +38,7 @@ RAY_SUITES = {
     "test_conformance.py", "test_differential.py", "test_errors.py", "test_seeding.py",
     "test_interrupts.py", "test_interrupt_races.py", "test_properties.py", "test_env_ids_calls.py",
     "test_factory_errors.py", "test_reset_arguments.py", "test_bad_returns.py",
+    "test_pool_model.py",
 }
 RAY_CASES = 3
 
