@@ -23,7 +23,7 @@ from envhive.executors import available_executors
 from envhive.testing import CountingEnv, ZooEnv, assert_same_transcript, transcript
 from tests.bounded import LONG, FileGate, Watchdog
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 MODES = ["next_step", "same_step", "disabled"]
 

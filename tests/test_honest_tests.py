@@ -44,6 +44,20 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _through_private(target: ast.Attribute) -> bool:
+    """``x._y = ...`` or ``x._y.z = ...``: the attribute, or an object on the way to it, is
+    private (a test class's own ``self._y``/``cls._y`` chains excepted)."""
+    names = []
+    node: ast.expr = target
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    own = isinstance(node, ast.Name) and node.id in ("self", "cls")
+    if own:
+        return False
+    return any(_private(name) for name in names)
+
+
 def _is_clock_call(node: ast.AST) -> bool:
     """``time.monotonic()``, ``time.perf_counter()``, ``time.time()``, ``monotonic()``..."""
     if not isinstance(node, ast.Call):
@@ -96,10 +110,10 @@ class _Scanner(ast.NodeVisitor):
                 stack.extend(t.elts)
             elif isinstance(t, ast.Starred):
                 stack.append(t.value)
-            elif isinstance(t, ast.Attribute) and _private(t.attr) and not (
-                    isinstance(t.value, ast.Name) and t.value.id in ("self", "cls")):
-                self._add(node, f"bare assignment to the private attribute {ast.unparse(t)} "
-                                "(use monkeypatch.setattr: it fails when the name is gone)")
+            elif isinstance(t, ast.Attribute) and _through_private(t):
+                self._add(node, f"bare assignment to {ast.unparse(t)}, a private attribute or one "
+                                "of a private object (use monkeypatch.setattr: it fails when the "
+                                "name is gone)")
             elif isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) \
                     and isinstance(t.slice.value, str) and _private(t.slice.value) \
                     and ("__dict__" in ast.unparse(t.value) or ast.unparse(t.value).startswith("vars(")):
@@ -180,6 +194,7 @@ def test_no_test_patches_or_reads_a_name_that_may_be_gone_or_decides_on_the_cloc
 @pytest.mark.parametrize("snippet", [
     "pool._step_all = None",
     "env.pool._run_all = f",
+    "ex._state.caller_wake = f",
     "a._x, b = 1, 2",
     "ex._n += 1",
     "del engine._finalizer",

@@ -34,7 +34,7 @@ from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
 from tests.bounded import LONG, Watchdog
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(autouse=True)
@@ -58,8 +58,20 @@ class SlowEnv(CountingEnv):
         if self.hold >= 0:
             time.sleep(self.hold or self.rng.uniform(0.02, 0.05))
 
+    meet: threading.Barrier | None = None
+
+    def meet_at(self, barrier: threading.Barrier) -> None:
+        """From now on each step first meets the other envs at ``barrier`` (they all run at
+        once); then envs on other threads than the caller's nap 0.3 s more: the caller, done
+        with its own env, surely waits for them."""
+        self.meet = barrier
+
     def step(self, action):
         self._nap()
+        if self.meet is not None:
+            self.meet.wait(LONG)
+            if threading.current_thread() is not threading.main_thread():
+                time.sleep(0.3)
         return super().step(action)
 
     def reset(self, *, seed=None, options=None):
@@ -200,14 +212,16 @@ class TakeThenInterrupt:
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["step", "recv"])
-def test_ctrl_c_just_after_the_caller_was_woken(sync):
+def test_ctrl_c_just_after_the_caller_was_woken(sync, monkeypatch):
     """The interrupted wait gave its token back with a blocking acquire under the mutex: the
     token was already taken, so the caller and every finishing thread deadlocked."""
     ex = ThreadExecutor(4)
     env = envhive.make([functools.partial(SlowEnv, i) for i in range(4)], executor=ex,
                        batch_size=None if sync else 2)
     env.reset(seed=0)
-    ex._state.caller_wake = TakeThenInterrupt(ex._state.caller_wake)
+    if sync:  # the caller surely waits: every env starts (a barrier), the threads' then nap
+        env.call("meet_at", threading.Barrier(4))
+    monkeypatch.setattr(ex._state, "caller_wake", TakeThenInterrupt(ex._state.caller_wake))
     with Watchdog(LONG, "the interrupted wait"):
         with pytest.raises(KeyboardInterrupt):
             if sync:
@@ -475,7 +489,7 @@ def test_interpreter_exit_with_stuck_threads_is_bounded():
 
 
 @pytest.mark.parametrize("name", ["serial", "process"])
-def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
+def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name, monkeypatch):
     """A Ctrl-C in wait() after every env came back and was taken off the books, before its
     rows are handed out: those rows are lost, so their envs need a reset (stepping them
     raises ResetNeededError), as for envs a cut-short recv took; envs not sent are untouched."""
@@ -486,10 +500,10 @@ def test_ctrl_c_in_wait_after_the_envs_came_back_loses_them_visibly(name):
     original = pool._books.all_rows
 
     def interrupted(*args: Any) -> Any:
-        pool._books.all_rows = original  # type: ignore[method-assign]
+        monkeypatch.setattr(pool._books, "all_rows", original)
         raise KeyboardInterrupt
 
-    pool._books.all_rows = interrupted  # type: ignore[method-assign]
+    monkeypatch.setattr(pool._books, "all_rows", interrupted)
     with Watchdog(LONG, f"{name}: the pool after a Ctrl-C in wait"):
         with pytest.raises(KeyboardInterrupt):
             pool.wait()

@@ -24,7 +24,7 @@ import envhive.testing
 from envhive.executors import available_executors
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 SRC = pathlib.Path(envhive.__file__).resolve().parent
 REPO = SRC.parent.parent

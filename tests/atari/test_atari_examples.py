@@ -12,7 +12,7 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 
 def run(name: str, *args: str, cwd: pathlib.Path) -> str:

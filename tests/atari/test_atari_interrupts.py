@@ -18,7 +18,7 @@ pytest.importorskip("cv2")
 
 import envhive  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 ID = "envhive/Pong-v5"
 
 

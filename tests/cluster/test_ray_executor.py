@@ -26,7 +26,7 @@ ray = pytest.importorskip("ray")
 from envhive.executors import RayExecutor  # noqa: E402
 from tests.bounded import LONG, FileGate, Watchdog, wait_until  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 class FlakyEnv(CountingEnv):

@@ -33,7 +33,7 @@ from envhive.kernels import (
 )
 from envhive.kernels.classic._pendulum import HAVE_LIBM_POW
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 KERNELS: dict[str, type[Kernel]] = {
     "CartPole-v1": CartPoleKernel,

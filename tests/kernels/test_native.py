@@ -267,7 +267,7 @@ def test_unseeded_first_reset_draws_fresh_entropy(executor: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_kernel_steps_never_build_per_env_infos(mode: str) -> None:
+def test_kernel_steps_never_build_per_env_infos(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels have no infos: their inline steps must not fall into the per-env info path
     (64 Python dicts per step), even on steps that reset envs."""
     with envhive.make("envhive/CartPole-v1", 16, autoreset=mode, seed=0) as env:
@@ -276,7 +276,7 @@ def test_kernel_steps_never_build_per_env_infos(mode: str) -> None:
         def refuse(*args: object, **kwargs: object) -> None:
             raise AssertionError("per-env infos built for a kernel step")
 
-        env._pool._books.keep_inline = refuse  # type: ignore[method-assign]
+        monkeypatch.setattr(env._pool._books, "keep_inline", refuse)
         ends = 0
         for t in range(300):
             _, _, term, trunc, info = env.step(np.full(16, t % 2, np.int64))

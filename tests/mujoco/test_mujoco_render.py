@@ -23,7 +23,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from envhive.envs.mujoco import ENV_CLASSES  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SCRIPT = textwrap.dedent(
     """

@@ -16,7 +16,7 @@ from envhive._interrupts import deferred_interrupts
 from envhive.executors._fdsync import EventSemaphore, SharedBlock, fd_sharing, untracked_process
 
 pytestmark = [
-    pytest.mark.timeout(60),
+    pytest.mark.timeout(300),
     pytest.mark.skipif(not fd_sharing(), reason="no memfd_create/eventfd on this platform"),
 ]
 

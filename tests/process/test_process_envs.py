@@ -15,7 +15,7 @@ from envhive.executors import ProcessExecutor
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv, assert_same_transcript, transcript
 from tests.bounded import LONG
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.parametrize("method", [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()])

@@ -21,7 +21,7 @@ from envhive.executors._shm import shm_prefix
 from envhive.testing import CountingEnv
 from tests.bounded import LONG, FileGate, Watchdog, wait_until
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 def shm_entries() -> set[str]:

@@ -21,7 +21,7 @@ from gymnasium import spaces
 import envhive
 from envhive.executors import ProcessExecutor
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SIZES = [1, 70_000, 1 << 20, 16 << 20]
 

@@ -30,7 +30,7 @@ from envhive.executors._shm import SharedArena, shm_prefix
 from envhive.testing import CountingEnv
 from tests.bounded import wait_until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 def own_shm() -> set[str]:

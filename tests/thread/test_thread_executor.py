@@ -17,7 +17,7 @@ import envhive
 from envhive.executors import ThreadExecutor, available_executors
 from envhive.testing import CountingEnv, assert_same_transcript, transcript
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 class SlowEnv(CountingEnv):
