@@ -57,12 +57,6 @@ class GateEnv(gym.Env):
         return np.full(1, self.steps, np.float32), 1.0, False, False, {"steps": self.steps}
 
 
-@pytest.fixture
-def gate():
-    g = FileGate()
-    yield g
-    g.remove()
-
 
 def counting(n: int = 3, **kw) -> list:
     return [lambda i=i: CountingEnv(pattern=[(2 + i, "term"), (3, "trunc")], tag=i, with_info=True)

@@ -291,13 +291,6 @@ class GatedEnv(CountingEnv):
         return self.tag
 
 
-@pytest.fixture
-def gates():
-    pair = (FileGate(), FileGate())
-    yield pair
-    for gate in pair:
-        gate.remove()
-
 
 @pytest.fixture
 def ctrl_c_raises():

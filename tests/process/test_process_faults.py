@@ -99,14 +99,6 @@ class FlakyEnv(CountingEnv):
         return super().step(action)
 
 
-@pytest.fixture
-def gates():
-    """``(inside, go)``: an env says it is inside a call, then waits for the test's go."""
-    pair = (FileGate(), FileGate())
-    yield pair
-    for gate in pair:
-        gate.remove()
-
 
 def flaky_factories(n: int, **kw):
     return [lambda i=i: FlakyEnv(i, **kw) for i in range(n)]
