@@ -61,7 +61,7 @@ def test_list_into_a_reader_that_stops_early() -> None:
                               stdin=subprocess.PIPE)
     assert reader.stdin is not None
     done = subprocess.run([sys.executable, "-m", "envhive", "list"], stdout=reader.stdin,
-                          stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=300)
     reader.stdin.close()
     reader.wait(timeout=30)
     _no_broken_pipe(done.stderr)
@@ -70,7 +70,7 @@ def test_list_into_a_reader_that_stops_early() -> None:
     os.close(read_end)
     try:
         done = subprocess.run([sys.executable, "-m", "envhive", "list"], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300)
     finally:
         os.close(write_end)
     _no_broken_pipe(done.stderr)

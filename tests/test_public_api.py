@@ -278,9 +278,9 @@ def test_import_works_where_the_process_executor_cannot_run():
         "    raise AssertionError('no error')\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     # ... and importing envhive does not import the process executor at all.
     code = "import sys, envhive; print('envhive.executors._process' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "False", out.stderr

@@ -87,7 +87,10 @@ def run(module: str, root: Path) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "ENVHIVE_CACHE_DIR": str(root / "cache"),
            "PYTHONDONTWRITEBYTECODE": "1"}
     (root / ".mutmut-cache").unlink(missing_ok=True)
-    runner = f"{sys.executable} -m pytest -x -q -p no:cacheprovider -p no:randomly {' '.join(tests)}"
+    # mutmut 2 counts only exit status 1 as "tests failed": a mutant that breaks the import
+    # (pytest's status 2, collection errors) would count as survived, so any failure is 1.
+    pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {' '.join(tests)}"
+    runner = f"bash -c '{pytest} || exit 1'"
     start = time.monotonic()
     subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", f"src/envhive/{module}",

@@ -209,17 +209,17 @@ def test_sync_step_after_an_idle_restart_reports_the_lost_env():
 
 
 def test_hung_env_hits_step_timeout():
-    ex = ProcessExecutor(2, step_timeout=0.5)
+    ex = ProcessExecutor(2, step_timeout=3.0)  # far above a healthy step, even under load
     env = envhive.make(flaky_factories(4, bad=3, fail_at=2, hang=True), executor=ex)
     env.reset(seed=0)
     env.step(np.zeros(4, np.int64))
     start = time.monotonic()
-    with Watchdog(LONG, "the step of a hung env with step_timeout=0.5"):
+    with Watchdog(LONG, "the step of a hung env with step_timeout=3"):
         with pytest.raises(envhive.StepTimeoutError) as info:
             env.step(np.zeros(4, np.int64))
     # Not before the timeout (a lower bound: a loaded machine can only make it later).
-    assert time.monotonic() - start >= 0.5
-    assert "step_timeout=0.5" in str(info.value) and info.value.env_ids == [2, 3]
+    assert time.monotonic() - start >= 3.0
+    assert "step_timeout=3.0" in str(info.value) and info.value.env_ids == [2, 3]
     env.close()
 
 
@@ -501,7 +501,7 @@ def test_arrays_handed_out_stay_valid_after_close():
         pool.buffers.ops[:] = 1
         print("ok", total)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok")
 
@@ -520,7 +520,7 @@ def test_step_timeout_stops_the_hung_worker_before_shutting_down(monkeypatch):
         shutdown(self)
 
     monkeypatch.setattr(_handles.Shutdown, "__call__", spy)
-    ex = ProcessExecutor(2, step_timeout=0.5)
+    ex = ProcessExecutor(2, step_timeout=3.0)
     env = envhive.make(flaky_factories(4, bad=3, fail_at=2, hang=True), executor=ex)
     env.reset(seed=0)
     env.step(np.zeros(4, np.int64))

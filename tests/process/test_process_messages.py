@@ -136,7 +136,7 @@ class SlowCallEnv(BigEnv):
 
 @pytest.mark.parametrize("how", ["kill", "timeout"])
 def test_call_whose_worker_fails_raises_and_the_pool_goes_on(how):
-    ex = ProcessExecutor(2, on_worker_failure="restart", step_timeout=1.0 if how == "timeout" else None)
+    ex = ProcessExecutor(2, on_worker_failure="restart", step_timeout=5.0 if how == "timeout" else None)
     with envhive.make(SlowCallEnv, 4, executor=ex) as env:
         env.reset(seed=0)
         victim = ex.worker_pids()[1]

@@ -86,7 +86,7 @@ _CHILD = textwrap.dedent(
 def run_child(headroom: int, workers: int) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, str(headroom), str(workers)],
-        capture_output=True, text=True, timeout=90,
+        capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ConnectionResetError" not in proc.stderr, "workers of a failed launch must exit quietly"
