@@ -200,3 +200,36 @@ def test_infos_layout_equals_sync_vector_env_with_mixed_keys() -> None:
         ref.close()
         with envhive.make(fns, executor="serial", autoreset=mode) as env:
             assert_same_transcript(_run(env, False), want)
+
+
+def test_unknown_mode_message() -> None:
+    with pytest.raises(envhive.ConfigError) as info:
+        envhive.make(CountingEnv, 1, executor="serial", autoreset="sometimes")
+    assert str(info.value) == ("unknown autoreset mode 'sometimes': expected one of ['disabled', "
+                               "'next_step', 'same_step'] or a gymnasium.vector.AutoresetMode")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_env_steps_count_real_steps(mode: str) -> None:
+    """``env_steps`` counts the envs' real ``step`` calls: next_step's reset steps are not
+    steps, same_step's steps that reset are; on the inline and the general path."""
+    with envhive.make(_fns(), executor="serial", autoreset=mode) as env, \
+            envhive.make([functools.partial(CountingEnv, pattern=p, tag=i) for i, p in enumerate(PATTERNS)],
+                         executor="serial", autoreset=mode) as split:
+        env.reset(seed=0)
+        split.reset(seed=0)
+        real = 0
+        for t in range(7):
+            actions = np.full(3, t % 3)
+            out = env.step(actions)
+            split.step_async(actions)
+            split.step_wait()
+            if mode == "next_step":
+                real += int(np.count_nonzero(out[0][:, 2] > 0))  # reset rows show step 0
+            else:
+                real += 3
+            assert env.env_steps == split.env_steps == real, (t, env.env_steps, real)
+            ended = out[2] | out[3]
+            if mode == "disabled" and ended.any():
+                env.reset(options={"reset_mask": ended})
+                split.reset(options={"reset_mask": ended})

