@@ -231,6 +231,84 @@ def test_engines_declare_what_the_native_executor_reads():
         env.close()
 
 
+# An async engine (envs beside the caller) made of a kernel engine: ``start`` keeps the ids,
+# ``collect`` runs them (results in the pool's buffers), ``take_finished`` declines.
+ASYNC_FAMILY = """
+import numpy as np
+from envhive._report import Completion
+from envhive.engines import CompiledEnv, EngineKind, register_kind
+from envhive.kernels import CartPoleKernel, KernelEngine
+from envhive.kernels._adapter import KernelFactory
+
+class DeferredEngine(KernelEngine):
+    def __init__(self, kernel):
+        super().__init__(kernel)
+        self.started = []
+    def start(self, ids, options):
+        self.started.append((ids.copy(), options))
+    def collect(self, min_count):
+        out = Completion()
+        while self.started:
+            ids, options = self.started.pop(0)
+            self.run(ids, options, out)
+        return out
+    def take_finished(self, min_count):
+        return None
+    def discard(self):
+        self.started.clear()
+
+class DeferredFactory(KernelFactory):
+    def native_engine(self, num_envs, num_threads=None):
+        return DeferredEngine(self.kernel_cls(num_envs, max_episode_steps=self.max_episode_steps))
+
+def factory(entry, kwargs, steps):
+    return DeferredFactory(CartPoleKernel, kwargs, steps)
+
+register_kind(EngineKind('deferred', 'scratch_async:factory', 'numba'),
+              [CompiledEnv('scratch/Deferred-v0', 'deferred', 'scratch')])
+"""
+
+
+def test_the_native_executor_dispatches_by_the_protocol_an_engine_meets(scratch_registry, tmp_path, monkeypatch):
+    """An engine meeting ``AsyncEngine`` runs beside the caller: the native executor's send
+    starts its ops, recv collects them, discard forgets them; a plain ``Engine`` runs inside
+    send. Either way through the executor's own methods and the declared fast-path
+    attributes (``step_all``, ``take_finished``), never methods patched onto the instance."""
+    from envhive.engines import AsyncEngine
+
+    (tmp_path / "scratch_async.py").write_text(ASYNC_FAMILY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("scratch_async")
+    deferred = envhive.make("scratch/Deferred-v0", 6, seed=3, batch_size=3, api="pool")
+    plain = envhive.make("envhive/CartPole-v1", 6, seed=3, batch_size=3, api="pool")
+    for pool, is_async in ((deferred, True), (plain, False)):
+        executor = pool.executor
+        assert isinstance(executor._engine, AsyncEngine) is is_async
+        assert not {"send", "recv", "discard"} & set(vars(executor))
+        assert executor.step_all == executor._engine.step_all
+        assert executor.take_finished == (executor._engine.take_finished if is_async else None)
+    for pool in (deferred, plain):
+        pool.async_reset()
+    batches = {id(pool): [] for pool in (deferred, plain)}
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        got = [pool.recv() for pool in (deferred, plain)]
+        assert got[0].env_ids.tolist() == got[1].env_ids.tolist()
+        actions = rng.integers(0, 2, size=3)
+        for pool, batch in zip((deferred, plain), got):
+            batches[id(pool)].append((batch.obs.copy(), batch.reward.copy(), batch.terminated.copy()))
+            pool.send(actions, batch.env_ids)
+    for a, b in zip(batches[id(deferred)], batches[id(plain)]):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    engine = deferred.executor._engine
+    assert engine.started  # in flight: sent, not collected
+    deferred.executor.discard()
+    assert not engine.started and deferred.executor.recv(0).env_ids == []
+    for pool in (deferred, plain):
+        pool.close()
+
+
 def test_unknown_ids_are_not_compiled():
     assert compiled_env("CartPole-v1") is None
     assert compiled_env("envhive/Humanoid-v5") is None

@@ -5,7 +5,7 @@ An *engine* owns a whole batch of compiled envs and performs the pool's ops (``e
 on them in compiled code, writing straight into the pool's buffers. Every engine implements
 :class:`Engine` (``props``, ``num_envs``, ``bind``, ``step_all`` -> :class:`StepAllResult`,
 ``run``, ``call``, ``set_attr``, ``close``; an :class:`AsyncEngine` also ``start``,
-``collect``, ``discard`` and ``take_finished``), built by a :class:`NativeFactory`. Engines
+``collect``, ``take_finished`` and ``discard``), built by a :class:`NativeFactory`. Engines
 live with their env families (``envhive.kernels``, ``envhive.envs.mujoco``,
 ``envhive.envs.torch``, ``envhive.envs.atari``), which register their kinds and ids here
 (:func:`register_kind`, :class:`EngineKind`; looked up with :func:`compiled_ids`,
