@@ -482,3 +482,36 @@ def test_kernel_params_are_named_columns_read_by_name():
     assert kernels.AcrobotKernel(1, book_or_nips="nips").params.tolist() == [1.0]
     with pytest.raises(ValueError, match="expected \\['g'\\]"):
         kernels.PendulumKernel.packed({"gravity": 1.0})
+
+
+def test_mypy_checks_every_engine_and_factory_against_the_protocols():
+    """Every engine class (one with ``step_all``, or a ``BatchedOps``) and every factory class
+    (one with ``native_engine``) is passed, in its own module, to an ``_implements_*`` function
+    typed with the protocol it must meet, which mypy (run by ``.ci/run``) checks."""
+    src = pathlib.Path(envhive.__file__).parent
+    missing = []
+    for path in sorted(src.rglob("*.py")):
+        if path.parent.name == "engines" and path.name in ("_protocol.py", "_batched.py"):
+            continue  # the protocol itself, and the base engines subclass
+        tree = ast.parse(path.read_text())
+        checked = {}  # class name -> the protocols it is checked against
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("_implements_") and node.args.args:
+                ann, ret = node.args.args[0].annotation, node.returns
+                if isinstance(ann, ast.Name) and isinstance(ret, ast.Name):
+                    checked.setdefault(ann.id, set()).add(ret.id)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            wanted = set()
+            if "step_all" in methods or "BatchedOps" in bases:
+                wanted.add("Engine")
+            if {"start", "collect", "take_finished"} <= methods:
+                wanted.add("AsyncEngine")
+            if "native_engine" in methods:
+                wanted.add("NativeFactory")
+            if wanted - checked.get(node.name, set()):
+                missing.append(f"{path.relative_to(src)}:{node.name} {sorted(wanted - checked.get(node.name, set()))}")
+    assert missing == []
