@@ -231,6 +231,13 @@ def test_not_yet_moved_family_code_is_still_there():
     assert [m for m in NOT_YET_MOVED if m not in MODULES] == []
 
 
+def _fake_modules(tmp_path: pathlib.Path, files: dict[str, str]) -> dict[str, pathlib.Path]:
+    """Module name -> a file holding ``files[name]``, for the walks above."""
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    return {name: tmp_path / f"{name}.py" for name in files}
+
+
 def test_a_violation_is_caught(tmp_path):
     """An engine importing an executor or a family, a family importing another, an executor
     importing a family, and the base importing the pool are all reported (lazy imports inside
@@ -242,11 +249,7 @@ def test_a_violation_is_caught(tmp_path):
         "envhive.executors._bad": "from envhive.envs.mujoco import _native\n",
         "envhive._ops": "from envhive import _pool\n",
     }
-    fake = {}
-    for name, text in files.items():
-        (tmp_path / f"{name}.py").write_text(text)
-        fake[name] = tmp_path / f"{name}.py"
-    assert layer_violations(fake) == [
+    assert layer_violations(_fake_modules(tmp_path, files)) == [
         "envhive.engines._bad -> envhive.executors._native",
         "envhive.engines._bad -> envhive.kernels._engine",
         "envhive.envs.mujoco._bad -> envhive.envs.torch._engine",
@@ -270,11 +273,7 @@ def test_a_cycle_is_caught(tmp_path):
         "envhive._d": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import envhive._e\n",
         "envhive._e": "from envhive._d import h\n",
     }
-    fake = {}
-    for name, text in files.items():
-        (tmp_path / f"{name}.py").write_text(text)
-        fake[name] = tmp_path / f"{name}.py"
-    assert import_cycles(fake) == [{"envhive._a", "envhive._b", "envhive._c"}]
+    assert import_cycles(_fake_modules(tmp_path, files)) == [{"envhive._a", "envhive._b", "envhive._c"}]
 
 
 def test_every_module_imports_alone():
