@@ -1,9 +1,10 @@
 """Before/after throughput: envhive at a base commit vs a head tree, with the peers, one run.
 
-Shows that a change to the core lost no speed. For each benchmark (64 envs each):
+Shows that a change to the core lost no speed. For each benchmark (64 envs each, or each of
+``--num-envs``):
 
-1. ``CartPole serial``: the serial executor on gymnasium CartPole-v1, vs gymnasium
-   ``SyncVectorEnv``.
+1. ``CartPole serial`` / ``CartPole thread``: the serial / thread executor on gymnasium
+   CartPole-v1, vs gymnasium ``SyncVectorEnv``.
 2. ``CartPole process`` and ``CartPole process parent_slice``: the process executor (one
    worker per CPU; and ``ProcessExecutor(parent_slice=True)``), vs a plain for-loop over 64
    gymnasium envs in one process.
@@ -32,6 +33,10 @@ Smoke run (about a minute)::
 
     python benchmarks/compare_commits.py --quick
 
+Per-call cost across batch sizes, base and head only::
+
+    python benchmarks/compare_commits.py --base e4b8406 --only cartpole --num-envs 1 8 64 --no-peers
+
 EnvPool (the peer for 3 and 4) is in the ``bench`` extra; if it does not import, its column
 reads ``missing`` and the JSON says why.
 """
@@ -58,12 +63,14 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 NUM_ENVS = 64
 N_ACTIONS = 64  # pre-sampled action batches, cycled
-ENVHIVE_KINDS = ("serial", "process", "process_parent_slice", "native")
+ENVHIVE_KINDS = ("serial", "thread", "process", "process_parent_slice", "native")
 PEER_NAMES = {"gym_sync": "gymnasium SyncVectorEnv", "gym_loop": "plain for-loop",
               "envpool": "EnvPool"}
 
 BENCHMARKS: list[dict[str, str]] = [
     {"name": "CartPole serial", "kind": "serial", "env_id": "CartPole-v1",
+     "peer": "gym_sync", "peer_id": "CartPole-v1"},
+    {"name": "CartPole thread", "kind": "thread", "env_id": "CartPole-v1",
      "peer": "gym_sync", "peer_id": "CartPole-v1"},
     {"name": "CartPole process", "kind": "process", "env_id": "CartPole-v1",
      "peer": "gym_loop", "peer_id": "CartPole-v1"},
@@ -110,8 +117,8 @@ def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
     if kind in ENVHIVE_KINDS:
         import envhive
 
-        if kind == "serial":
-            env = envhive.make(env_id, n, executor="serial")
+        if kind in ("serial", "thread"):
+            env = envhive.make(env_id, n, executor=kind)
         elif kind == "process":
             env = envhive.make(env_id, n, executor="process")
         elif kind == "process_parent_slice":
@@ -165,7 +172,7 @@ def _check_tree(tree: str) -> dict[str, Any]:
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
-    kind, env_id, n = spec["kind"], spec["env_id"], NUM_ENVS
+    kind, env_id, n = spec["kind"], spec["env_id"], int(spec.get("num_envs", NUM_ENVS))
     seconds, reps = float(spec["seconds"]), int(spec["reps"])
     result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n}
     if kind in ENVHIVE_KINDS:
@@ -343,13 +350,17 @@ def _peer_available(kind: str) -> str | None:
 
 def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any]) -> None:
     """Run every benchmark, base and head interleaved, the peer after each pair."""
-    benches = [b for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()]
+    benches = [{**b, "name": f"{b['name']} x{n}" if len(args.num_envs) > 1 else b["name"], "num_envs": n}
+               for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()
+               for n in args.num_envs]
     missing = {k: why for k in {b["peer"] for b in benches} if (why := _peer_available(k))}
+    if args.no_peers:
+        missing = {b["peer"]: "not measured (--no-peers)" for b in benches}
     out["peers_missing"] = missing
     t_start = time.perf_counter()
     for b in benches:
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
-                "reps": args.reps}
+                "reps": args.reps, "num_envs": b["num_envs"]}
         peer_spec = {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):
@@ -387,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="per subprocess, seconds")
     ap.add_argument("--only", help="run benchmarks whose name contains this (case-insensitive)")
     ap.add_argument("--json", type=Path, default=None, help="write results here")
+    ap.add_argument("--num-envs", type=int, nargs="+", default=[NUM_ENVS],
+                    help=f"batch sizes, each benchmark at each (default {NUM_ENVS})")
+    ap.add_argument("--no-peers", action="store_true", help="measure base and head only")
     args = ap.parse_args(argv)
 
     if args.worker:
@@ -406,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "command": [Path(sys.executable).name, *sys.argv],
         "machine": machine_info(),
-        "num_envs": NUM_ENVS, "repeats": args.repeats, "reps": args.reps,
+        "num_envs": args.num_envs, "repeats": args.repeats, "reps": args.reps,
         "seconds": args.seconds, "quick": args.quick,
         "unit": "env-steps per second (calls x num_envs / s); medians over repeats",
         "setup_commands": [], "benchmarks": [],
@@ -428,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{NUM_ENVS} envs, env-steps/s", file=sys.stderr)
+          f"{args.num_envs} envs, env-steps/s", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -14,8 +14,9 @@ from envhive._memory import check_fits
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.engines import NativeFactory
-from envhive.engines._torch import TorchBatchedEnv, TorchEnvFactory
 from envhive.envs.multiagent._parallel import is_parallel_env
+from envhive.envs.torch import TorchBatchedEnv
+from envhive.envs.torch._factory import TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._flat import FlatAgents
