@@ -25,7 +25,19 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "NativeFactory", "StepAllResult"]
+__all__ = ["Engine", "NativeFactory", "NativeProblem", "StepAllResult"]
+
+
+class NativeProblem(NamedTuple):
+    """Why a factory's native engine cannot run its envs here, and where they run instead.
+
+    Examples:
+        >>> NativeProblem("the C++ extension is not built", "process").executor
+        'process'
+    """
+
+    reason: str
+    executor: str
 
 
 class StepAllResult(NamedTuple):
@@ -168,6 +180,20 @@ class NativeFactory(Protocol):
 
     def __call__(self) -> Any:
         """One env (a ``gymnasium.Env``)."""
+        ...
+
+    def native_problem(self) -> NativeProblem | None:
+        """Why :meth:`native_engine` cannot run these envs here (an option it lacks, a compiled
+        extension not built, a library that failed a check), and the executor that runs them
+        instead; ``None``: it can. ``executor="auto"`` then takes that executor and says why;
+        ``executor="native"`` raises ``ConfigError`` with the reason."""
+        ...
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env of a batch of ``num_envs`` takes, wherever it runs (its state, its
+        engine's share, its rows of the pool's buffers): ``make`` checks ``num_envs`` times it
+        against the memory available before anything is built or reserved, on every
+        executor (``_memory.check_fits``)."""
         ...
 
     def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:

@@ -115,6 +115,16 @@ class EngineKind:
 _KINDS: dict[str, EngineKind] = {}
 _COMPILED: dict[str, CompiledEnv] = {}
 _PENDING: list[EngineKind] = []  # kinds whose entries are listed lazily, not yet listed
+_DISCOVERED = False
+
+
+def _discover() -> None:
+    """Import the families that register themselves (once, on the first lookup)."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        _DISCOVERED = True
+        for module in _FAMILY_MODULES:
+            importlib.import_module(module)
 
 
 def register_kind(kind: EngineKind, entries: Iterable[CompiledEnv] = ()) -> None:
@@ -141,6 +151,7 @@ def _add(entry: CompiledEnv) -> None:
 
 def _listed() -> dict[str, CompiledEnv]:
     """Every entry, after listing the kinds whose entries are listed lazily."""
+    _discover()
     while _PENDING:
         kind = _PENDING.pop(0)
         assert kind.entries is not None
@@ -158,6 +169,9 @@ def engine_kind(name: str) -> EngineKind:
     """
     kind = _KINDS.get(name)
     if kind is None:
+        _discover()
+        kind = _KINDS.get(name)
+    if kind is None:
         raise ConfigError(f"unknown engine kind {name!r}; registered: {sorted(_KINDS)}")
     return kind
 
@@ -169,6 +183,7 @@ def engine_kinds() -> list[str]:
         >>> engine_kinds()[:3]
         ['kernel', 'torch', 'mujoco']
     """
+    _discover()
     return list(_KINDS)
 
 
@@ -190,6 +205,8 @@ def compiled_env(env_id: str) -> CompiledEnv | None:
         'envhive.kernels.classic._cartpole:CartPoleKernel'
     """
     entry = _COMPILED.get(env_id)
+    if entry is None:
+        _discover()
     return entry if entry is not None or not _PENDING else _listed().get(env_id)
 
 
@@ -283,8 +300,6 @@ register_kind(
         _mujoco("Reacher-v5", "ReacherEnv", "_families_small:ReacherFamily"),
     ],
 )
-register_kind(
-    EngineKind("atari", "envhive.executors._atari_factory:atari_factory", "ale_py",
-               peers="envhive.executors._atari_factory:bench_peers",
-               entries="envhive.envs.atari._options:atari_entries"),
-)
+
+#: Families that register themselves (a ``_family.py`` each), imported on the first lookup.
+_FAMILY_MODULES = ("envhive.envs.atari._family",)
