@@ -66,9 +66,10 @@ def raw_rows(options: AtariOptions, screen_rows: int) -> int:
     return min(screen_rows, 210) if options.envpool_crop else screen_rows
 
 
-def unsupported(options: AtariOptions, screen_rows: int = 210) -> str | None:
+def unsupported(options: AtariOptions, screen_rows: int | None = None) -> str | None:
     """Why the threaded engine cannot run games with ``options`` on a screen of
-    ``screen_rows`` lines (``None``: it can).
+    ``screen_rows`` lines (``None``: it can; ``screen_rows=None``: what does not depend on the
+    screen only).
 
     Examples:
         >>> unsupported(AtariOptions("pong", use_inter_area_resize=False)) is not None
@@ -80,6 +81,8 @@ def unsupported(options: AtariOptions, screen_rows: int = 210) -> str | None:
         return f"the threaded engine runs on Linux only (this is {sys.platform})"
     if not options.use_inter_area_resize:
         return "frames resized with INTER_LINEAR (the threaded engine computes INTER_AREA only)"
+    if screen_rows is None:
+        return None
     size, rows = (options.img_height, options.img_width), raw_rows(options, screen_rows)
     if size != (rows, _WIDTH) and area_plan((rows, _WIDTH), size) is None:
         return (f"frames of {size[0]}x{size[1]} from {rows}x{_WIDTH} screens: OpenCV takes another path "

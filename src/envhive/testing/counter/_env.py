@@ -54,8 +54,9 @@ def check_options(options: dict[str, Any]) -> dict[str, int]:
     out = {**OPTIONS, **options}
     for name, value in out.items():
         low = 2 if name == "size" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or value > 2**31 - 1:
-            raise ConfigError(f"envhive/Counter-v0: {name}: expected an int in {low}..{2**31 - 1}, got {value!r}")
+        high = 2**63 - 1 if name == "reset_loop" else 2**31 - 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
+            raise ConfigError(f"envhive/Counter-v0: {name}: expected an int in {low}..{high}, got {value!r}")
     return out
 
 
