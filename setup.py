@@ -36,7 +36,7 @@ ATARI = "src/envhive/envs/atari"
 FAMILIES = [
     threaded_family("envhive.envs.atari._alethreads",
                     [f"{ATARI}/_alethreads.cpp", f"{ATARI}/_ale_newabi.cpp", f"{ATARI}/_ale_oldabi.cpp"],
-                    (f"{ATARI}/_area.h", f"{ATARI}/_ale_api.h", f"{ATARI}/_ale_game.h"), ("dl",)),
+                    (f"{ATARI}/_area.h", f"{ATARI}/_linear.h", f"{ATARI}/_ale_api.h", f"{ATARI}/_ale_game.h"), ("dl",)),
     threaded_family("envhive.testing.counter._counter", ["src/envhive/testing/counter/_module.cpp"]),
 ]
 

@@ -10,6 +10,10 @@ Shows that a change to the core lost no speed. For each benchmark (64 envs each)
 3. ``native CartPole``: ``envhive.make("envhive/CartPole-v1", 64)`` vs EnvPool.
 4. ``native HalfCheetah`` / ``native Ant``: the compiled MuJoCo ``envhive/HalfCheetah-v5`` and
    ``envhive/Ant-v5`` vs EnvPool.
+5. ``Atari <Game> x<n> <mode>``: ``envhive/Pong-v5`` and ``envhive/Breakout-v5`` (the native
+   Atari engine, ``executor="auto"``) at 8 and 64 envs, sync (``step``) and async (``send`` of
+   the half received, ``recv`` of the next half: ``batch_size = n / 2``), vs EnvPool the same
+   way (``--only Atari`` runs these alone).
 
 How: ``git worktree add`` of ``--base`` (default ``e95c985``, the commit before the refactor)
 into a temporary directory, ``python setup.py -q build_ext --inplace`` there (builds the C loop
@@ -58,9 +62,10 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 NUM_ENVS = 64
 N_ACTIONS = 64  # pre-sampled action batches, cycled
-ENVHIVE_KINDS = ("serial", "process", "process_parent_slice", "native")
+ENVHIVE_KINDS = ("serial", "process", "process_parent_slice", "native", "native_async")
 PEER_NAMES = {"gym_sync": "gymnasium SyncVectorEnv", "gym_loop": "plain for-loop",
-              "envpool": "EnvPool"}
+              "envpool": "EnvPool", "envpool_async": "EnvPool"}
+ASYNC_KINDS = ("native_async", "envpool_async")
 
 BENCHMARKS: list[dict[str, str]] = [
     {"name": "CartPole serial", "kind": "serial", "env_id": "CartPole-v1",
@@ -75,6 +80,10 @@ BENCHMARKS: list[dict[str, str]] = [
      "peer": "envpool", "peer_id": "HalfCheetah-v5"},
     {"name": "native Ant", "kind": "native", "env_id": "envhive/Ant-v5",
      "peer": "envpool", "peer_id": "Ant-v5"},
+    *({"name": f"Atari {game} x{n} {mode}", "kind": "native" if mode == "sync" else "native_async",
+       "env_id": f"envhive/{game}-v5", "peer": "envpool" if mode == "sync" else "envpool_async",
+       "peer_id": f"{game}-v5", "num_envs": str(n)}
+      for game in ("Pong", "Breakout") for n in (8, 64) for mode in ("sync", "async")),
 ]
 
 
@@ -106,11 +115,14 @@ class _GymLoop:
 
 
 def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
-    """(env with reset/step/close, single-env action space) for one runner kind."""
+    """(env with reset/step/close, single-env action space) for one runner kind (async kinds:
+    ``batch_size = n / 2``)."""
     if kind in ENVHIVE_KINDS:
         import envhive
 
-        if kind == "serial":
+        if kind == "native_async":
+            env = envhive.make(env_id, n, batch_size=max(n // 2, 1), copy=False)
+        elif kind == "serial":
             env = envhive.make(env_id, n, executor="serial")
         elif kind == "process":
             env = envhive.make(env_id, n, executor="process")
@@ -130,6 +142,10 @@ def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
         import envpool
 
         env = envpool.make_gymnasium(env_id, num_envs=n, seed=0)
+    elif kind == "envpool_async":
+        import envpool
+
+        env = envpool.make_gymnasium(env_id, num_envs=n, batch_size=max(n // 2, 1), seed=0)
     else:
         raise ValueError(f"unknown runner kind {kind!r}")
     space = getattr(env, "single_action_space", None) or env.action_space
@@ -165,7 +181,7 @@ def _check_tree(tree: str) -> dict[str, Any]:
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
-    kind, env_id, n = spec["kind"], spec["env_id"], NUM_ENVS
+    kind, env_id, n = spec["kind"], spec["env_id"], int(spec.get("num_envs", NUM_ENVS))
     seconds, reps = float(spec["seconds"]), int(spec["reps"])
     result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n}
     if kind in ENVHIVE_KINDS:
@@ -173,12 +189,24 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     env, space = _make(kind, env_id, n)
     try:
-        env.reset(seed=0)
-        acts = _actions(space, n, N_ACTIONS)
+        if kind in ASYNC_KINDS:  # send the half received, receive the next half: one "step"
+            batch = max(n // 2, 1)
+            acts = _actions(space, batch, N_ACTIONS)
+            env.async_reset()
+            state = {"ids": env.recv()[-1]["env_id"]}
+
+            def step(a: Any) -> None:
+                env.send(a, state["ids"])
+                state["ids"] = env.recv()[-1]["env_id"]
+            n = batch  # env steps per call
+        else:
+            env.reset(seed=0)
+            acts = _actions(space, n, N_ACTIONS)
+            step = env.step
         warm_end = time.perf_counter() + min(0.5, seconds / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
-            env.step(acts[i % N_ACTIONS])
+            step(acts[i % N_ACTIONS])
             i += 1
         result["setup_s"] = time.perf_counter() - t0
         rates, calls_per_rep = [], []
@@ -188,7 +216,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             deadline = start + seconds
             while True:
                 for _ in range(10):
-                    env.step(acts[calls % N_ACTIONS])
+                    step(acts[calls % N_ACTIONS])
                     calls += 1
                 now = time.perf_counter()
                 if now >= deadline:
@@ -331,7 +359,7 @@ def table(entries: list[dict[str, Any]]) -> str:
 
 def _peer_available(kind: str) -> str | None:
     """None if the peer library imports here, else why not."""
-    if kind != "envpool":
+    if kind not in ("envpool", "envpool_async"):
         return None
     p = subprocess.run([sys.executable, "-c", "import envpool"], capture_output=True, text=True,
                        cwd=tempfile.gettempdir())
@@ -349,7 +377,7 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
     t_start = time.perf_counter()
     for b in benches:
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
-                "reps": args.reps}
+                "reps": args.reps, "num_envs": int(b.get("num_envs", NUM_ENVS))}
         peer_spec = {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):

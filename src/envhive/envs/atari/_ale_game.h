@@ -3,8 +3,9 @@
  * (envhive/threaded_batch.h holds the op rule, the threads and everything else).
  *
  * - step: ``frame_skip`` frames of the action, stopping at game over; the last two screens
- *   max-pooled (when the skip ran to its end), area-resized (OpenCV's INTER_AREA, bit for bit:
- *   ``_area.h``, the tables from ``_frames.area_taps``), pushed onto the frame stack;
+ *   max-pooled (when the skip ran to its end), resized (OpenCV's INTER_AREA, bit for bit:
+ *   ``_area.h``, the tables from ``_frames.area_taps``; or its INTER_LINEAR: ``_linear.h``),
+ *   pushed onto the frame stack;
  * - reset: a new game, or after a life loss with episodic life the same game going on; the
  *   no-op count drawn in Python beforehand (a column of counts drawn ahead); FIRE;
  * - infos: EnvPool's lives, reward (unclipped), terminated (game over), elapsed_step.
@@ -25,6 +26,7 @@
 
 #include "_ale_api.h"
 #include "_area.h"
+#include "_linear.h"
 
 namespace envhive_atari {
 
@@ -55,6 +57,10 @@ struct Config {
     int xtaps = 0, ytaps = 0;
     std::vector<int64_t> xi, yi;
     std::vector<float> xw, yw;
+    // INTER_LINEAR instead (_frames.linear_taps: an index and two fixed-point weights per pixel).
+    bool linear = false;
+    std::vector<int64_t> lxi, lyi;
+    std::vector<int32_t> lxa, lyb;
 };
 
 struct Atari {
@@ -78,9 +84,11 @@ struct Atari {
         }
     };
 
-    // The area resize's scratch: horizontal sums of every resized row, and one line.
+    // The area resize's scratch: horizontal sums of every resized row, and one line; the
+    // linear resize's: two rows of sums.
     struct Scratch {
         std::vector<float> rows, line;
+        std::vector<int32_t> r0, r1;
     };
 
     static constexpr InfoField kInfos[] = {
@@ -114,7 +122,7 @@ struct Atari {
                      {"reward_clip", &c.reward_clip}, {"fire_first", &c.fire_first},
                      {"pad_repeat", &c.pad_repeat}, {"pad_zeros", &c.pad_zeros},
                      {"loss_full", &c.loss_full}, {"resize", &c.resize}, {"use_fire", &c.fire},
-                     {"full_action_space", &c.legal_actions}};
+                     {"full_action_space", &c.legal_actions}, {"linear", &c.linear}};
         for (auto &f : ints)
             if (!s.get(f.key, *f.field))
                 return false;
@@ -129,7 +137,28 @@ struct Atari {
             return s.fail("sizes must be positive");
         if (c.raw_h < 1 || c.raw_h > c.screen_h)
             return s.fail("raw_h must be in 1..screen_h");
-        if (!c.resize) {
+        if (c.linear) {
+            std::vector<int64_t> xa, yb;
+            if (!s.get("lxi", c.lxi) || !s.get("lxa", xa) || !s.get("lyi", c.lyi) || !s.get("lyb", yb))
+                return false;
+            if (c.lxi.size() != (size_t)c.img_w || xa.size() != 2 * c.lxi.size() || c.lyi.size() != (size_t)c.img_h ||
+                yb.size() != 2 * c.lyi.size())
+                return s.fail("the linear plan's tables do not match the frame size");
+            for (int64_t x : c.lxi)
+                if (x < 0 || x >= kScreenW)
+                    return s.fail("lxi out of range");
+            for (int64_t y : c.lyi)
+                if (y < 0 || y >= c.raw_h)
+                    return s.fail("lyi out of range");
+            for (int64_t v : xa)
+                if (v < 0 || v > 4096)
+                    return s.fail("lxa out of range");
+            for (int64_t v : yb)
+                if (v < 0 || v > 4096)
+                    return s.fail("lyb out of range");
+            c.lxa.assign(xa.begin(), xa.end());
+            c.lyb.assign(yb.begin(), yb.end());
+        } else if (!c.resize) {
             if (c.img_h != c.raw_h || c.img_w != kScreenW)
                 return s.fail("without an area plan the frame must be the screen (raw_h x 160)");
         } else {
@@ -154,6 +183,10 @@ struct Atari {
     void init_scratch(Scratch &s) const {
         s.rows.assign((size_t)cfg.raw_h * cfg.img_w, 0.0f);
         s.line.assign((size_t)(cfg.img_w > kScreenW ? cfg.img_w : kScreenW), 0.0f);
+        if (cfg.linear) {
+            s.r0.assign((size_t)cfg.img_w, 0);
+            s.r1.assign((size_t)cfg.img_w, 0);
+        }
     }
 
     // ------------------------------------------------------------ building
@@ -219,6 +252,11 @@ struct Atari {
     // and resized, as its last plane.
     void push_plane(uint8_t *a, const uint8_t *b, bool pool, uint8_t *stack, int depth, Scratch &s) {
         const int h = cfg.img_h, w = cfg.img_w;
+        if (cfg.linear) {
+            linear_push(a, b, pool && a != b, stack, depth, h, w, cfg.raw_h, kScreenW, cfg.lxi.data(), cfg.lxa.data(),
+                        cfg.lyi.data(), cfg.lyb.data(), s.r0.data(), s.r1.data());
+            return;
+        }
         if (cfg.resize) {
             area_push(a, b, pool && a != b, stack, depth, h, w, cfg.raw_h, kScreenW, cfg.xi.data(), cfg.xw.data(),
                       cfg.xtaps, cfg.yi.data(), cfg.yw.data(), cfg.ytaps, s.rows.data(), s.line.data());

@@ -38,7 +38,7 @@ from envhive._extras import require
 from envhive._report import EnvProps
 from envhive.engines._threaded import ThreadedEngine
 from envhive.envs.atari._ale import rom_facts
-from envhive.envs.atari._frames import AreaPlan, area_plan
+from envhive.envs.atari._frames import AreaPlan, area_plan, linear_matches_opencv, linear_taps
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 
 try:
@@ -72,19 +72,26 @@ def unsupported(options: AtariOptions, screen_rows: int | None = None) -> str | 
     screen only).
 
     Examples:
-        >>> unsupported(AtariOptions("pong", use_inter_area_resize=False)) is not None
+        >>> unsupported(AtariOptions("pong", img_height=105, img_width=80), 210)  # integer factors
+        'frames of 105x80 from 210x160 screens: OpenCV takes another path than its generic area resize for them'
+        >>> unsupported(AtariOptions("pong", use_inter_area_resize=False), 210) is None  # OpenCV 5 here
         True
     """
     if _alethreads is None:
         return "the C++ extension envhive.envs.atari._alethreads is not built (no C++ compiler at install?)"
     if not sys.platform.startswith("linux"):  # pragma: no cover - Linux here
         return f"the threaded engine runs on Linux only (this is {sys.platform})"
-    if not options.use_inter_area_resize:
-        return "frames resized with INTER_LINEAR (the threaded engine computes INTER_AREA only)"
     if screen_rows is None:
         return None
     size, rows = (options.img_height, options.img_width), raw_rows(options, screen_rows)
-    if size != (rows, _WIDTH) and area_plan((rows, _WIDTH), size) is None:
+    if size == (rows, _WIDTH):
+        return None  # the screen itself
+    if not options.use_inter_area_resize:
+        if linear_matches_opencv((rows, _WIDTH), size, 1 if options.gray_scale else 3):
+            return None
+        return (f"frames of {size[0]}x{size[1]} from {rows}x{_WIDTH} screens with INTER_LINEAR: this OpenCV "
+                "rounds them otherwise than the engine")
+    if area_plan((rows, _WIDTH), size) is None:
         return (f"frames of {size[0]}x{size[1]} from {rows}x{_WIDTH} screens: OpenCV takes another path "
                 "than its generic area resize for them")
     return None
@@ -92,8 +99,8 @@ def unsupported(options: AtariOptions, screen_rows: int | None = None) -> str | 
 
 def games_config(options: AtariOptions, screen_rows: int) -> dict[str, Any]:
     """The game's configuration (``_ale_game.h``'s ``Config``): the options, the screen, the
-    area tables (``_frames.area_taps``, so nothing is written twice) and ALE's library and
-    ROM files."""
+    resize's tables (``_frames.area_taps`` or ``linear_taps``, so nothing is written twice)
+    and ALE's library and ROM files."""
     ale_py = require("ale_py", "atari", "envhive's Atari envs")
     o, rows = options, raw_rows(options, screen_rows)
     config: dict[str, Any] = {
@@ -109,8 +116,14 @@ def games_config(options: AtariOptions, screen_rows: int) -> dict[str, Any]:
         "use_fire": o.use_fire_reset, "full_action_space": o.full_action_space,
         "lib": ale_py._ale_py.__file__, "rom": str(ale_py.roms.get_rom_path(o.game)),
     }
+    config["linear"] = False
     if (o.img_height, o.img_width) == (rows, _WIDTH):
         config.update(resize=False, xtaps=0, ytaps=0)
+    elif not o.use_inter_area_resize:
+        lxi, lxa = linear_taps(_WIDTH, o.img_width)
+        lyi, lyb = linear_taps(rows, o.img_height)
+        config.update(resize=False, xtaps=0, ytaps=0, linear=True, lxi=lxi, lxa=lxa.astype(np.int64).ravel(),
+                      lyi=lyi, lyb=lyb.astype(np.int64).ravel())
     else:
         xi, xw, xtaps, yi, yw, ytaps = AreaPlan((rows, _WIDTH), (o.img_height, o.img_width))._taps
         config.update(resize=True, xi=xi, xw=xw, xtaps=xtaps, yi=yi, yw=yw, ytaps=ytaps)

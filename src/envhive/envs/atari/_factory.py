@@ -12,8 +12,8 @@ are the same, as the cross-executor transcripts show) and says why, and ``execut
 is a ``ConfigError`` with the reason.
 
 Examples:
-    >>> problem = AtariFactory({"game": "pong", "use_inter_area_resize": False}).native_problem()
-    >>> problem.executor, "INTER_LINEAR" in problem.reason
+    >>> problem = AtariFactory({"game": "pong", "img_height": 105, "img_width": 80}).native_problem()
+    >>> problem.executor, "105x80" in problem.reason
     ('process', True)
 """
 
