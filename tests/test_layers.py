@@ -30,8 +30,9 @@ SRC = pathlib.Path(envhive.__file__).resolve().parent
 BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces", "envhive.errors",
         "envhive._agents",
         "envhive._memory", "envhive._results")
-#: What compiled code (engines, kernels, envs) may import from envhive, besides its own package.
-COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines")
+#: What compiled code (engines, kernels, envs) may import from envhive, besides its own package
+#: (``_infos``: the InfoTable an engine hands the books its info columns in).
+COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive._infos", "envhive.engines")
 #: What the base must never import: everything above it.
 ABOVE_BASE = (
     "envhive._pool", "envhive.executors", "envhive.engines", "envhive.kernels", "envhive.envs",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from envhive.envs.atari._factory import AtariFactory  # noqa: E402
 from envhive.errors import ConfigError  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
+from tests.forks import exit_code_of  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -223,16 +223,6 @@ def test_a_forked_child_steps_and_closes_the_pool_alone():
             code = 0 if np.array_equal(got, want) else 2
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.01)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert exit_code_of(pid) == 0
     np.testing.assert_array_equal(env.step(np.ones(4, np.int64))[0], want)  # the parent goes on
     env.close()

@@ -14,7 +14,6 @@ import gc
 import os
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ import envhive
 from envhive.errors import ConfigError, EnvWorkerError
 from envhive.executors import NativeExecutor
 from envhive.testing import assert_same_transcript, transcript
+from tests.forks import exit_code_of
 
 counter = pytest.importorskip("envhive.testing.counter")
 if counter._engine._counter is None:
@@ -239,17 +239,7 @@ def test_a_forked_child_runs_the_ops_itself_and_closes_alone():
             code = 0 if np.array_equal(got, want) else 2
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 120
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.01)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert exit_code_of(pid) == 0
     np.testing.assert_array_equal(env.step(np.full(4, 2))[0], want)
     env.close()
 

@@ -164,9 +164,7 @@ def _run_self_check() -> tuple[str | None, bool]:
     import signal
     import subprocess
 
-    import envhive
-
-    src = str(pathlib.Path(envhive.__file__).resolve().parent.parent)
+    src = str(pathlib.Path(__file__).resolve().parents[3])  # what holds this envhive package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
     try:
         done = subprocess.run([sys.executable, "-m", "envhive.envs.atari._selfcheck"], capture_output=True,

@@ -14,7 +14,7 @@ Examples:
     >>> env = envhive.make("envhive/Counter-v0", num_envs=3, seed=0, env_kwargs={"size": 8})
     >>> obs, info = env.reset()
     >>> obs[:, :2].tolist()
-    [[0, 6], [2, 1], [3, 4]]
+    [[7, 1], [1, 2], [6, 7]]
     >>> env.close()
 """
 

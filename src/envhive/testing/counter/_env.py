@@ -8,10 +8,10 @@ Examples:
     >>> env = CounterEnv(size=8)
     >>> obs, info = env.reset(seed=3)
     >>> obs.tolist(), info
-    ([2, 6, 0, 2], {'steps': np.int32(0), 'distance': np.float64(4.0)})
-    >>> obs, reward, terminated, truncated, info = env.step(2)
+    ([5, 1, 0, 5], {'steps': np.int32(0), 'distance': np.float64(4.0)})
+    >>> obs, reward, terminated, truncated, info = env.step(0)
     >>> obs.tolist(), reward, terminated
-    ([3, 6, 1, 2], -0.01, False)
+    ([4, 1, 1, 5], -0.01, False)
 """
 
 from __future__ import annotations
