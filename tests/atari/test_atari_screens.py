@@ -106,3 +106,26 @@ def test_a_sample_of_roms_gives_the_same_frames_on_every_executor(env_id):
 def test_the_sample_is_of_shipped_roms():
     ids = {f"envhive/{''.join(p.capitalize() for p in r.split('_'))}-v5" for r in rom_ids()}
     assert set(SAMPLE) <= ids
+
+
+def test_envhive_check_runs_a_tall_rom_on_every_executor(capsys):
+    """``envhive check envhive/Pooyan-v5`` (220 lines): every executor identical to serial,
+    the native engine included, exit status 0."""
+    from envhive._cli import main
+
+    assert main(["check", "envhive/Pooyan-v5", "--steps", "8", "--num-envs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "native     identical to serial" in out and "DIFFERS" not in out
+
+
+def test_envhive_check_names_why_the_engine_does_not_run(capsys):
+    from envhive._cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        from envhive.envs.atari import _ale
+
+        mp.setattr(_ale, "binding_problem", lambda: "ale-py 9.9 is not one of the versions")
+        assert main(["check", "envhive/Pong-v5", "--steps", "4", "--num-envs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "native     not run: the threaded Atari engine cannot run it: ale-py 9.9" in out
+    assert "auto executor (2 envs): process" in out

@@ -292,3 +292,56 @@ def test_the_batch_refuses_re_entry_and_use_after_close():
     with pytest.raises(ValueError, match="closed"):
         games.start(np.zeros(1, np.int64))
     games.close()  # twice: harmless
+
+
+def _batch(n: int = 2, threads: int = 1):
+    from envhive._ops import RESET, RESET_REWARD, STEP, STEP_RESET
+
+    config = {"op_step": STEP, "op_reset": RESET, "op_step_reset": STEP_RESET, "reset_reward": float(RESET_REWARD),
+              "size": 8, "limit": 0, "busy_us": 0, "sleep_us": 0, "reset_loop": 0}
+    return counter._engine._counter.Batch(np.arange(n, dtype=np.int64), config, threads)
+
+
+def _columns(n: int = 2) -> dict:
+    infos = tuple(np.zeros(n, d) for _ in range(3) for d in (np.int32, np.float64))
+    return {"obs": np.zeros((n, 4), np.int32), "final_obs": None, "reward": np.zeros(n), "terminated": np.zeros(n, bool),
+            "truncated": np.zeros(n, bool), "ops": np.zeros(n, np.int8), "actions": np.zeros(n, np.int64),
+            "reseed": np.zeros(n, np.int64), "has_reseed": np.zeros(n, bool), "reset_after": np.zeros(n, bool),
+            "failed": np.zeros(n, bool), "infos": infos}
+
+
+@pytest.mark.parametrize("change, error, match", [
+    ({"obs": None}, KeyError, "obs is missing"),
+    ({"reward": np.zeros(1)}, ValueError, "reward holds 8 bytes, needs 16"),
+    ({"infos": (np.zeros(2, np.int32),)}, ValueError, "infos: a tuple of 6 arrays"),
+    ({"ops": np.zeros(4, np.int8)[::2]}, ValueError, "contiguous"),
+])
+def test_bind_checks_every_column(change, error, match):
+    batch = _batch()
+    columns = {**_columns(), **change}
+    columns = {k: v for k, v in columns.items() if v is not None or k == "final_obs"}
+    with pytest.raises(error, match=match):
+        batch.bind(columns)
+    batch.close()
+
+
+def test_the_batch_refuses_misuse_with_errors():
+    batch = _batch()
+    with pytest.raises(ValueError, match="bind"):
+        batch.run(np.zeros(1, np.int64), np.zeros(2, np.int64))
+    columns = _columns()
+    batch.bind(columns)
+    with pytest.raises(IndexError, match="env id 5 is outside 0..1"):
+        batch.start(np.array([5], np.int64))
+    with pytest.raises(ValueError, match="out"):
+        batch.collect(1, np.zeros(1, np.int64))  # shorter than num_envs
+    columns["ops"][:] = 1  # RESET
+    batch.start(np.arange(2, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="in flight"):
+        batch.run(np.arange(2, dtype=np.int64), np.zeros(2, np.int64))
+    assert batch.collect(2, np.zeros(2, np.int64)) == 2
+    with pytest.raises(ValueError, match="num_threads"):
+        counter._engine._counter.Batch(np.arange(2, dtype=np.int64), {}, -1)
+    with pytest.raises(ValueError, match="needs op_step"):
+        counter._engine._counter.Batch(np.arange(2, dtype=np.int64), {}, 0)
+    batch.close()
