@@ -50,7 +50,7 @@ class NativeExecutor(RunsInSend):
     Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
     Most engines have no workers: the call runs in the caller's thread and returns when done,
     and engines that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
-    An :class:`~envhive.engines.AsyncEngine` (Atari's worker processes) runs beside the
+    An :class:`~envhive.engines.AsyncEngine` (a threaded engine's C++ threads) runs beside the
     caller: ``send`` starts its ops and ``recv`` collects the first finished.
 
     Args:

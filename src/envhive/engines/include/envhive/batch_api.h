@@ -5,8 +5,9 @@
  * any thread without the GIL. They run the ops written in the pool's buffers the batch was
  * bound to (``ops``, ``actions``; results in ``obs``, ``reward``, the flags, the info columns
  * and ``failed``), exactly as the Python methods of the same names do, but never look for
- * Ctrl-C. One caller at a time: no Python call on the same batch may run meanwhile, and the
- * batch must stay open (the capsule keeps it alive, not open).
+ * Ctrl-C. One caller at a time: no Python call on the same batch may run meanwhile. The struct
+ * lives as long as the capsule (keep a reference to it), and the capsule keeps the batch
+ * object alive, not open: after ``close()`` every call returns -1 ("the batch is closed").
  *
  *     envhive_batch_api *api = PyCapsule_GetPointer(capsule, ENVHIVE_BATCH_API_NAME);
  *     int64_t done = api->run(api->handle, ids, count, out);   // -1: api->last_error(handle)
