@@ -71,7 +71,7 @@ def _markdown(rows: list[dict[str, Any]], refused: list[str], executors: list[st
     head = "| id | screen | " + " | ".join(executors) + " |\n|---|---|" + "---|" * len(executors) + "\n"
     lines = [f"| `{r['id']}` | {r['screen'][0]}x{r['screen'][1]} | "
              + " | ".join(r["status"].get(e, "-") for e in executors) + " |" for r in rows]
-    lines += [f"| `{i}` | - | " + " | ".join("refused (no single-player game in ALE)" for _ in executors) + " |"
+    lines += [f"| `{i}` | - | no id: ALE has no single-player game of this ROM (its loadROM ends the process) |" + " - |" * (len(executors) - 1)
               for i in refused]
     bad = sum(any(s.startswith(("DIFFERS", "FAILED")) for s in r["status"].values()) for r in rows)
     return (head + "\n".join(lines) + f"\n\n{len(rows)} ids x {len(executors)} executors: {bad} with a difference "
@@ -85,7 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--markdown", help="write the table as Markdown here")
+    parser.add_argument("--from-json", help="only write the table of an earlier run's JSON")
     args = parser.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            done = json.load(f)
+        table = _markdown(done["rows"], done["refused"], args.executors, done["seconds"])
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(table)
+        print(table)
+        return 0
 
     from envhive.engines import compiled_ids
     from envhive.envs.atari._options import NO_SINGLE_PLAYER, game_name

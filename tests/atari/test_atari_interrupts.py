@@ -18,7 +18,7 @@ pytest.importorskip("cv2")
 
 import envhive  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)  # four pools and their serial references per test, on a loaded machine
 ID = "envhive/Pong-v5"
 
 
