@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{NUM_ENVS} envs, env-steps/s", file=sys.stderr)
+          f"{NUM_ENVS} envs unless the name says, env-steps/s", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")
