@@ -38,6 +38,7 @@ RAY_SUITES = {
     "test_conformance.py", "test_differential.py", "test_errors.py", "test_seeding.py",
     "test_interrupts.py", "test_interrupt_races.py", "test_properties.py", "test_env_ids_calls.py",
     "test_factory_errors.py", "test_reset_arguments.py", "test_bad_returns.py",
+    "test_pool_model.py",
 }
 RAY_CASES = 3
 
@@ -61,3 +62,25 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.fixture
+def gate():
+    """A gate (tests/bounded.py) envs wait at, in any thread or process, until the test opens it."""
+    from tests.bounded import FileGate
+
+    g = FileGate()
+    yield g
+    g.remove()
+
+
+@pytest.fixture
+def gates():
+    """``(inside, go)``: an env opens ``inside`` when it is inside a call, then waits for the
+    test to open ``go``: what runs when is the test's decision, not the clock's."""
+    from tests.bounded import FileGate
+
+    pair = (FileGate(), FileGate())
+    yield pair
+    for g in pair:
+        g.remove()

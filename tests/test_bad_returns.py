@@ -18,7 +18,7 @@ import envhive._runner as runner_module
 from envhive.executors import ProcessExecutor
 from envhive.testing import CountingEnv
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 N = 2
 

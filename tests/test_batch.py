@@ -142,14 +142,15 @@ def test_native_inline_step_returns_the_same_batch_as_the_general_path() -> None
     for mode in ("next_step", "same_step"):
         fast = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
         slow = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
-        slow.pool._step_all = None  # the general send/recv path
         with fast, slow:
             fast.pool.reset()
             slow.pool.reset()
             rng = np.random.default_rng(0)
             for _ in range(60):
                 a = rng.integers(0, 2, 6)
-                x, y = fast.pool.step(a), slow.pool.step(a)
+                x = fast.pool.step(a)
+                slow.pool.send(a)  # the general send/recv path: every env sent, then waited for
+                y = slow.pool.wait()
                 for field in ("env_ids", "reward", "terminated", "truncated", "op"):
                     np.testing.assert_array_equal(getattr(x, field), getattr(y, field), err_msg=field)
                 np.testing.assert_array_equal(x.obs, y.obs)

@@ -15,7 +15,7 @@ import envhive
 from envhive.executors import available_executors
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 OBS_DIM = 2048  # float32: 8 KiB per env, so any obs-sized allocation stands out
 N = 4

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 _PROBE = """
 import json, sys, warnings
@@ -42,7 +42,7 @@ print(json.dumps({"report": compile_report(), "out": out}))
 def _run(env_id: str, executor: str, cache: pathlib.Path) -> dict:
     env = dict(os.environ, ENVHIVE_CACHE_DIR=str(cache), ENVHIVE_CACHE="1")
     done = subprocess.run([sys.executable, "-c", _PROBE, env_id, executor], capture_output=True,
-                          text=True, env=env, timeout=240)
+                          text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -69,7 +69,7 @@ def test_a_second_process_compiles_nothing(env_id, executor, tmp_path):
 def test_caching_off_still_runs(tmp_path):
     env = dict(os.environ, ENVHIVE_CACHE="0", ENVHIVE_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", _PROBE, "envhive/Pendulum-v1", "native"],
-                          capture_output=True, text=True, env=env, timeout=240)
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])["report"]
     assert all(r["cached"] == 0 for r in report)
@@ -82,7 +82,7 @@ def test_an_unwritable_cache_directory_compiles_in_the_process(tmp_path):
     env = dict(os.environ, ENVHIVE_CACHE_DIR=str(blocked / "cache"), ENVHIVE_CACHE="1")
     done = subprocess.run([sys.executable, "-c", _PROBE.replace('warnings.simplefilter("error")', ""),
                            "envhive/CartPole-v1", "native"],
-                          capture_output=True, text=True, env=env, timeout=240)
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -200,7 +200,7 @@ def _where(cache: pathlib.Path, tmp: pathlib.Path) -> tuple[pathlib.Path, str]:
     tmp.mkdir(mode=0o700, exist_ok=True)
     env = dict(os.environ, ENVHIVE_CACHE_DIR=str(cache), ENVHIVE_CACHE="1", TMPDIR=str(tmp))
     done = subprocess.run([sys.executable, "-c", _WHERE], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return pathlib.Path(done.stdout.strip().splitlines()[-1]), done.stderr
 

@@ -10,7 +10,7 @@ import pytest
 
 import envhive
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 # Every module, ``envhive.__main__`` included: importing a module must never run a program.
 MODULES = sorted(

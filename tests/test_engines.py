@@ -34,7 +34,7 @@ from envhive.engines import (
 )
 from envhive.engines import _registry as engine_registry
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 def _engine(env: envhive.VectorEnv) -> Engine:

@@ -17,7 +17,7 @@ import envhive
 from envhive.executors import available_executors
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(300)
 
 N = 3
 

@@ -10,12 +10,12 @@ import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(900)
 
 
 def run(name: str, *args: str) -> str:
     out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
-                         text=True, timeout=100)
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

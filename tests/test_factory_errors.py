@@ -16,7 +16,7 @@ from envhive.errors import EnvWorkerError, worker_error_as
 from envhive.executors import available_executors
 from envhive.testing import CountingEnv
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 EXECUTORS = available_executors()
 

@@ -98,7 +98,7 @@ def test_torchrl_gym_env_builds_envhive_ids(tmp_path):
             print("OK")
         """
     ))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 

@@ -9,8 +9,8 @@ gymnasium's error classes.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -21,8 +21,9 @@ from gymnasium.vector.utils import batch_differing_spaces
 import envhive
 from envhive.executors import available_executors
 from envhive.testing import CountingEnv, ZooEnv, assert_same_transcript, transcript
+from tests.bounded import LONG, FileGate, Watchdog
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 MODES = ["next_step", "same_step", "disabled"]
 
@@ -32,25 +33,29 @@ def executor(request):
     return request.param
 
 
-class SleepEnv(gym.Env):
-    """Steps and resets take ``float(action)`` / ``reset_s`` seconds."""
+class GateEnv(gym.Env):
+    """A step with action 1 (a reset with ``gated=True``) waits until ``gate`` opens: a wait
+    that must time out is sure to, whatever the machine's load."""
 
     observation_space = spaces.Box(0, 1, (1,), np.float32)
     action_space = spaces.Box(0, 5, (), np.float32)
 
-    def __init__(self, reset_s: float = 0.0) -> None:
-        self.reset_s = reset_s
+    def __init__(self, gate: FileGate, gated_reset: bool = False) -> None:
+        self.gate, self.gated_reset = gate, gated_reset
         self.steps = 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        time.sleep(self.reset_s)
+        if self.gated_reset:
+            assert self.gate.wait(), "the test never opened the gate"
         return np.zeros(1, np.float32), {}
 
     def step(self, action):
-        time.sleep(float(action))
+        if float(action):
+            assert self.gate.wait(), "the test never opened the gate"
         self.steps += 1
         return np.full(1, self.steps, np.float32), 1.0, False, False, {"steps": self.steps}
+
 
 
 def counting(n: int = 3, **kw) -> list:
@@ -95,15 +100,24 @@ def test_observation_mode_same_refuses_differing_spaces(executor):
 
 
 @pytest.mark.parametrize("mode", ["different", (spaces.Box(0, 1, (2, 3)), spaces.Box(0, 1, (3,)))])
-def test_observation_mode_refuses_other_shapes(executor, mode):
+def test_observation_mode_refuses_other_shapes(executor, mode, monkeypatch):
     fns = [lambda: ZooEnv(spaces.Box(0, 1, (2,)), spaces.Discrete(2)),
            lambda: ZooEnv(spaces.Box(0, 1, (3,)), spaces.Discrete(2))]
-    start = time.monotonic()
+    started = []
+    start = multiprocessing.process.BaseProcess.start
+
+    def recorded(proc):
+        started.append(proc)
+        start(proc)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", recorded)
     with pytest.raises(envhive.SpaceMismatchError) as info:
         envhive.make(fns, executor=executor, observation_mode=mode)
     assert "shape and dtype" in str(info.value)
-    # A pool that fails to build stops its workers at once (they wait for their buffers).
-    assert time.monotonic() - start < 1.5
+    # A pool that fails to build stops its workers (they wait for their buffers): each was
+    # told to stop and exited by itself (status 0), none was left running or terminated.
+    assert started or executor != "process"
+    assert [proc.exitcode for proc in started] == [0] * len(started)
 
 
 def test_observation_mode_argument_errors():
@@ -155,31 +169,33 @@ def test_step_async_equals_step(executor, mode):
 
 
 @pytest.mark.parametrize("executor", [e for e in available_executors() if e != "serial"])
-def test_step_wait_timeout_leaves_the_step_pending(executor):
-    env = envhive.make([SleepEnv] * 2, executor=executor, num_workers=2)
+def test_step_wait_timeout_leaves_the_step_pending(executor, gate):
+    env = envhive.make([functools.partial(GateEnv, gate)] * 2, executor=executor, num_workers=2)
     env.reset(seed=0)
-    env.step_async(np.array([0.0, 0.6], np.float32))
-    start = time.monotonic()
-    with pytest.raises(envhive.WaitTimeoutError) as info:
-        env.step_wait(timeout=0.05)
-    assert time.monotonic() - start < 0.5
+    env.step_async(np.array([0.0, 1.0], np.float32))  # env 1 waits at the gate
+    with Watchdog(LONG, "step_wait(timeout=0.05)"):  # it returns, it does not hang
+        with pytest.raises(envhive.WaitTimeoutError) as info:
+            env.step_wait(timeout=0.05)
     assert isinstance(info.value, multiprocessing.TimeoutError)
     assert isinstance(info.value, TimeoutError)
     assert "The call to `step_wait` has timed out after 0.05 second(s)" in str(info.value)
     with pytest.raises(envhive.PendingCallError):
         env.step(np.zeros(2, np.float32))  # still pending
-    obs, rew, *_ = env.step_wait(timeout=10.0)  # the same step, finished
+    gate.open()
+    obs, rew, *_ = env.step_wait(timeout=LONG)  # the same step, finished
     assert obs[:, 0].tolist() == [1.0, 1.0] and rew.tolist() == [1.0, 1.0]
     assert env.step(np.zeros(2, np.float32))[0][:, 0].tolist() == [2.0, 2.0]
     env.close()
 
 
 @pytest.mark.parametrize("executor", [e for e in available_executors() if e != "serial"])
-def test_reset_wait_timeout(executor):
-    env = envhive.make([lambda: SleepEnv(reset_s=0.4)] * 2, executor=executor, num_workers=2)
+def test_reset_wait_timeout(executor, gate):
+    env = envhive.make([functools.partial(GateEnv, gate, True)] * 2, executor=executor, num_workers=2)
     env.reset_async(seed=0)
-    with pytest.raises(multiprocessing.TimeoutError):
-        env.reset_wait(timeout=0.05)
+    with Watchdog(LONG, "reset_wait(timeout=0.05)"):
+        with pytest.raises(multiprocessing.TimeoutError):
+            env.reset_wait(timeout=0.05)
+    gate.open()
     obs, _ = env.reset_wait()
     assert obs.shape == (2, 1)
     env.close()

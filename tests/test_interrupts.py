@@ -26,7 +26,7 @@ from envhive.testing import CountingEnv
 if "ray" in available_executors():
     from envhive.executors import RayExecutor
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(autouse=True)
@@ -241,7 +241,7 @@ class InterruptedPost:
         self._sem.release()
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize(("what", "when"), [
     ("step", "before"), ("step", "after"), ("async_send", "before"), ("async_send", "after"),
     # Commands with a pipe message post inside deferred_interrupts: a real SIGINT cannot land

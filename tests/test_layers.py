@@ -23,7 +23,7 @@ import pytest
 
 import envhive
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SRC = pathlib.Path(envhive.__file__).resolve().parent
 

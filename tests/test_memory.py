@@ -18,7 +18,7 @@ import envhive._runner as runner_module
 from envhive.executors import available_executors
 from envhive.testing import CountingEnv
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.parametrize("executor, env_id", [(ex, "CartPole-v1") for ex in available_executors()]

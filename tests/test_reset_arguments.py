@@ -15,7 +15,7 @@ from gymnasium import spaces
 import envhive
 from envhive.executors import available_executors
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 EXECUTORS = available_executors()
 

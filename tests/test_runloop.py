@@ -111,12 +111,10 @@ class QuirkyEnv(gym.Env):
 @contextmanager
 def python_loop():
     """Run EnvRunner as if envhive had been built without its C loop."""
-    saved = _base._step_slice, _base._write_rows, _base._step_rows
-    _base._step_slice = _base._write_rows = _base._step_rows = None
-    try:
+    with pytest.MonkeyPatch.context() as m:
+        for name in ("_step_slice", "_write_rows", "_step_rows"):
+            m.setattr(_base, name, None)  # raises if the name is gone: no silent C loop
         yield
-    finally:
-        _base._step_slice, _base._write_rows, _base._step_rows = saved
 
 
 def _runner(schedules, compiled: bool, action_space=None):

@@ -15,7 +15,7 @@ import envhive
 from envhive.executors import available_executors
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv, assert_same_transcript, transcript
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 
 class SeedLog(CountingEnv):

@@ -6,13 +6,16 @@
 cache`` shows (and ``--clear`` empties) the on-disk cache of compiled code.
 
 Errors of envhive's own (``envhive.EnvhiveError``: a mistyped id, a bad option) print their
-message, without a traceback, and exit with status 2. Any other exception keeps its traceback.
+message, without a traceback, and exit with status 2. ``envhive check`` is the exception: what
+fails in the env it checks (an unknown id included) is one ``FAIL`` line with the reason, exit
+status 1. Any other exception keeps its traceback.
 
 Examples:
     >>> main(["list", "--grep", "no-such-env-id"])
     0
     >>> main(["check", "CartPole-v9"])  # doctest: +ELLIPSIS
-    2
+      FAIL  CartPole-v9: UnknownEnvError: Unknown environment id 'CartPole-v9'...
+    1
     >>> unbuildable_reason("CartPole-v1") is None
     True
 """

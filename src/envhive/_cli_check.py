@@ -38,7 +38,8 @@ from envhive._registry import resolve_id
 from envhive.engines import compiled_env
 from envhive.executors import auto_choice, available_executors
 
-__all__ = ["is_factory_target", "check_factory", "CheckLine", "FactoryReport", "run_check"]
+__all__ = ["is_factory_target", "check_factory", "CheckLine", "FactoryReport", "run_check",
+           "failure_reason"]
 
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -51,14 +52,38 @@ def is_factory_target(text: str) -> bool:
 # ------------------------------------------------------------------------- check ENV_ID
 
 
+def failure_reason(err: BaseException) -> str:
+    """One line saying why a check failed: an env's error without its traceback (which env,
+    what raised), anything else as ``Type: message``.
+
+    Examples:
+        >>> failure_reason(envhive.EnvWorkerError("step raised ValueError: bad", env_id=2,
+        ...                                       worker_traceback="Traceback ..."))
+        'env 2: step raised ValueError: bad'
+        >>> failure_reason(KeyError("x"))
+        "KeyError: 'x'"
+    """
+    if isinstance(err, envhive.EnvWorkerError):
+        return _one_line(f"env {err.env_id}: {err.message}")
+    return _short(err)
+
+
 def _check_id(args: argparse.Namespace) -> int:
-    """Run an env on every executor and mode and compare with the serial reference."""
+    """Run an env on every executor and mode and compare with the serial reference.
+
+    Nothing here shows a traceback: a failure is one ``FAIL`` line with its reason (exit
+    status 1). When the serial reference itself fails (an unknown id, an entry point that
+    does not import, an env that raises while built, reset or stepped), nothing can be
+    compared and the check stops there.
+    """
     from envhive.testing import assert_same_transcript
 
+    try:
+        factory = resolve_id(args.env, None, None)[0]
+    except Exception as err:
+        print(f"  FAIL  {args.env}: {failure_reason(err)}")
+        return 1
     status = 0
-    factory = resolve_id(args.env, None, None)[0]
-    choice = auto_choice([factory] * args.num_envs)
-    print(f"  auto executor ({args.num_envs} envs): {choice.label()}: {choice.reason}")
     native = compiled_env(args.env) is not None  # kernels, compiled MuJoCo, Atari, ...
     problem = factory.native_problem() if native else None  # type: ignore[attr-defined]
     if problem is not None:
@@ -69,8 +94,15 @@ def _check_id(args: argparse.Namespace) -> int:
         if native and problem is None:
             others.insert(0, "native")
         for name in ["serial", *others]:
-            env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
-            rec = _seeded_transcript(env, args.steps, disabled=mode == "disabled")
+            try:
+                env = envhive.make(args.env, args.num_envs, executor=name, autoreset=mode)
+                rec = _seeded_transcript(env, args.steps, disabled=mode == "disabled")
+            except Exception as err:
+                print(f"  {mode:<10} {name:<10} FAIL: {failure_reason(err)}")
+                if reference is None:  # the serial reference: nothing to compare with
+                    return 1
+                status = 1
+                continue
             if reference is None:
                 reference = rec
                 print(f"  {mode:<10} serial     ok ({args.steps} steps x {args.num_envs} envs)")
@@ -80,7 +112,13 @@ def _check_id(args: argparse.Namespace) -> int:
                 print(f"  {mode:<10} {name:<10} identical to serial")
             except AssertionError as err:
                 status = 1
-                print(f"  {mode:<10} {name:<10} DIFFERS from serial: {err}")
+                print(f"  {mode:<10} {name:<10} DIFFERS from serial: {_one_line(str(err))}")
+    try:
+        choice = auto_choice([resolve_id(args.env, None, None)[0]] * args.num_envs)
+        print(f"  auto executor ({args.num_envs} envs): {choice.label()}: {choice.reason}")
+    except Exception as err:
+        status = 1
+        print(f"  auto executor ({args.num_envs} envs): FAIL: {failure_reason(err)}")
     return status
 
 
@@ -146,10 +184,14 @@ class _Failed(Exception):
     """A check failed with this message."""
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _short(err: BaseException, limit: int = 300) -> str:
     text = " ".join(str(err).split())
-    text = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _one_line(f"{type(err).__name__}: {text}" if text else type(err).__name__, limit)
 
 
 def _import(target: str) -> Callable[[], Any]:
@@ -359,7 +401,7 @@ def check_factory(target: str, steps: int = 100,
             except _Failed as err:
                 line = CheckLine(name, "FAIL", str(err))
             except Exception as err:
-                line = CheckLine(name, "FAIL", _short(err))
+                line = CheckLine(name, "FAIL", failure_reason(err))
         report.lines.append(line)
         if emit is not None:
             emit(line)

@@ -12,12 +12,12 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(900)
 
 
 def run(name: str, *args: str, cwd: pathlib.Path) -> str:
     out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True,
-                         text=True, timeout=170, cwd=cwd)
+                         text=True, timeout=600, cwd=cwd)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

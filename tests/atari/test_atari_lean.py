@@ -10,8 +10,6 @@ same books. The general run is the same pool with the lean routes switched off.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -23,6 +21,7 @@ from envhive._books import IDLE  # noqa: E402
 from envhive._ops import STEP  # noqa: E402
 from envhive.errors import EnvWorkerError  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
+from tests.bounded import wait_until  # noqa: E402
 
 ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}  # episodes end within a few dozen steps
@@ -36,12 +35,9 @@ def _make(mode: str, n: int, batch_size: int):
 
 
 def _settle(env) -> None:
-    """Wait until the threads ran every job queued."""
+    """Wait (boundedly) until the threads ran every job queued."""
     games = env._pool.executor._engine._games
-    deadline = time.monotonic() + 30
-    while not games.idle():
-        assert time.monotonic() < deadline, "the workers did not finish"
-        time.sleep(1e-3)
+    assert wait_until(lambda: bool(games.idle()), poll=1e-3), "the threads did not finish"
 
 
 def _row(batch, info, k: int) -> tuple:
@@ -60,6 +56,12 @@ def _row(batch, info, k: int) -> tuple:
 
 
 def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, calls: int = 40):
+    with pytest.MonkeyPatch.context() as m:
+        return _patched_run(m, mode, n, batch_size, lean, script_seed, calls)
+
+
+def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean: bool,
+                 script_seed: int, calls: int):
     env = _make(mode, n, batch_size)
     pool = env._pool
     taken = []
@@ -72,10 +74,10 @@ def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, calls
             taken.append(got is not None)
             return got
 
-        pool._take_finished = counted
-    else:
-        pool._take_finished = None
-        pool._lean_send = False
+        m.setattr(pool, "_take_finished", counted)
+    else:  # the lean routes off (each name must exist: else the runs would both be lean)
+        m.setattr(pool, "_take_finished", None)
+        m.setattr(pool, "_lean_send", False)
     rng = np.random.default_rng(script_seed)
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))

@@ -66,7 +66,7 @@ def test_weights_cover_each_destination_pixel_once():
 
 @needs_c
 @pytest.mark.parametrize(("height", "width"), [(84, 84), (64, 48)])
-def test_env_frames_equal_the_opencv_path(height, width):
+def test_env_frames_equal_the_opencv_path(height, width, monkeypatch):
     """A game played with the compiled resize and with OpenCV's gives the same frames."""
     ale_py = pytest.importorskip("ale_py")  # noqa: F841
     from envhive.envs.atari import AtariEnv
@@ -74,7 +74,12 @@ def test_env_frames_equal_the_opencv_path(height, width):
     ours = AtariEnv("breakout", img_height=height, img_width=width)
     ref = AtariEnv("breakout", img_height=height, img_width=width)
     assert ours._plan is not None and ours._cv2 is None  # OpenCV not even imported for it
-    ref._plan, ref._cv2, ref._interp = None, cv2, cv2.INTER_AREA
+    # The OpenCV path: no compiled plan, OpenCV's INTER_AREA resize.
+    monkeypatch.setattr(ref, "_plan", None)
+    monkeypatch.setattr(ref, "_cv2", cv2)
+    # raising=False: the env sets _interp only when it takes the OpenCV path; its resize
+    # reads it, so a renamed attribute fails the steps below.
+    monkeypatch.setattr(ref, "_interp", cv2.INTER_AREA, raising=False)
     actions = np.random.default_rng(1).integers(0, 4, 400)
     o1, _ = ours.reset(seed=5)
     o2, _ = ref.reset(seed=5)

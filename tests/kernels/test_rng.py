@@ -17,7 +17,7 @@ from envhive.kernels.classic._cartpole import CartPoleKernel
 from envhive.kernels.classic._mountain_car import MountainCarContinuousKernel, MountainCarKernel
 from envhive.kernels.classic._pendulum import PendulumKernel
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SEEDS = [0, 1, 7, 2**31, 2**32 - 1, 2**32, 2**32 + 5, 2**63 - 1, 2**63, 2**64 - 1,
          *np.random.default_rng(0).integers(0, 2**63, 40).tolist()]

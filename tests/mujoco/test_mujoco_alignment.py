@@ -26,7 +26,7 @@ from envhive.envs.mujoco import ENV_CLASSES, MAX_EPISODE_STEPS  # noqa: E402
 from envhive.envs.mujoco._base import assets_dir, clip_scalar  # noqa: E402
 
 pytestmark = [
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(300),
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]

@@ -23,7 +23,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from envhive.envs.mujoco import ENV_CLASSES  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SCRIPT = textwrap.dedent(
     """
@@ -72,7 +72,7 @@ def test_rgb_array_matches_gymnasium_pixels():
     env.setdefault("MUJOCO_GL", "egl")
     env["PYOPENGL_PLATFORM"] = env["MUJOCO_GL"] if env["MUJOCO_GL"] in ("egl", "osmesa") else ""
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=110
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300
     )
     out = result.stdout.strip().splitlines()
     if out and out[-1].startswith("NOGL"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -157,4 +158,53 @@ def test_flat_view_with_torchrl():
     assert (nxt[..., 0][live] == obs[..., 0][live]).all()  # same episode tag: nothing crossed
     a1 = nxt[1, :, 2].tolist()
     assert a1[:7] == [1, 2, 3, 4, 5, 6, 7]  # a1 runs its whole episode though a0 died
+    env.close()
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread", "process"])
+@pytest.mark.parametrize("actions, message", [
+    ({"0/a0": 1, "1/a0": 1, "1/a1": 1}, r"no action for live agents '0/a1' \(env 0\)"),
+    ({"0/a0": 1, "0/a1": 1, "1/a0": 1, "1/a1": 1, "zzz": 1}, r"agents that do not exist: 'zzz'"),
+    ({}, r"no action for live agents '0/a0', '0/a1' \(env 0\), '1/a0', '1/a1' \(env 1\)"),
+])
+def test_pettingzoo_view_refuses_actions_that_leave_out_or_invent_agents(executor, actions, message):
+    """A live agent without an action, a key that is no agent, or no actions at all: an
+    ActionError naming them (and their envs), nothing stepped, the view usable after; the
+    idle action fills in only when asked for (issue 41, finding 8)."""
+    env = envhive.make(TagTeamEnv, num_envs=2, api="pettingzoo", executor=executor)
+    ref = [TagTeamEnv(), TagTeamEnv()]
+    env.reset(seed=3)
+    for i, r in enumerate(ref):
+        r.reset(seed=3 + i)
+    before = [s.tolist() for s in env.state()]
+    with pytest.raises(envhive.ActionError, match=message) as info:
+        env.step(actions)
+    assert "nothing was stepped" in str(info.value)
+    assert [s.tolist() for s in env.state()] == before  # nothing stepped
+    obs, rew, *_ = env.step({a: 1 for a in env.agents})  # and the view goes on
+    want = [r.step({a: 1 for a in r.agents}) for r in ref]
+    assert rew == {f"{i}/{a}": x for i, w in enumerate(want) for a, x in w[1].items()}
+    if "zzz" in actions:  # unknown agents are refused whatever missing_actions says
+        env.missing_actions = "idle"
+        with pytest.raises(envhive.ActionError, match="'zzz'"):
+            env.step(actions)
+    else:  # asked for: agents left out act with the idle action (a seeded sample of their space)
+        env.missing_actions = "idle"
+        space = gym.spaces.Discrete(3)
+        space.seed(0)
+        idle = int(space.sample())
+        assert idle != 1
+        obs, *_ = env.step({k: 1 for k in actions})
+        acted = {a: int(o[3]) % 10 for a, o in obs.items() if a.endswith(("a0", "a1"))}
+        assert acted == {a: 1 if a in actions else idle for a in acted}
+    with pytest.raises(ConfigError, match="missing_actions"):
+        env.missing_actions = "fill"
+    env.close()
+
+
+def test_pettingzoo_view_refuses_actions_that_are_not_a_dict():
+    env = envhive.make(TagTeamEnv, num_envs=1, api="pettingzoo")
+    env.reset(seed=0)
+    with pytest.raises(envhive.ActionTypeError, match="expected a dict of actions by agent, got list"):
+        env.step([1, 1])
     env.close()

@@ -13,8 +13,9 @@ import pytest
 import envhive
 from envhive.executors import ProcessExecutor
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv, assert_same_transcript, transcript
+from tests.bounded import LONG
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.parametrize("method", [m for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()])
@@ -192,7 +193,7 @@ def test_parent_slice_async_and_option_conflict():
     # No starvation: every worker's envs come back. Not within a fixed number of rounds: a
     # worker that is slow to wake on a loaded machine legitimately finishes after the parent's
     # slice a few times (first finished is first returned), but never "never".
-    deadline = time.monotonic() + 20.0
+    deadline = time.monotonic() + LONG
     while seen != set(range(6)) and time.monotonic() < deadline:
         obs, rew, term, trunc, info = env.recv()
         seen.update(info["env_id"].tolist())
@@ -237,7 +238,7 @@ def test_restarted_workers_are_pinned_again():
         env.reset()
         old = ex._state.workers[1].proc.pid
         os.kill(old, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + LONG
         while ex._state.workers[1].proc.pid == old and time.monotonic() < deadline:
             env.step(np.zeros(4, np.int64))
         new = ex._state.workers[1].proc.pid

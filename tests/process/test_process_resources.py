@@ -19,7 +19,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -29,8 +28,9 @@ import envhive
 from envhive.executors import ProcessExecutor, _shm
 from envhive.executors._shm import SharedArena, shm_prefix
 from envhive.testing import CountingEnv
+from tests.bounded import wait_until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 def own_shm() -> set[str]:
@@ -38,11 +38,7 @@ def own_shm() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith(mine)}
 
 
-def settle(cond, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
+settle = wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +86,7 @@ _CHILD = textwrap.dedent(
 def run_child(headroom: int, workers: int) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, str(headroom), str(workers)],
-        capture_output=True, text=True, timeout=90,
+        capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ConnectionResetError" not in proc.stderr, "workers of a failed launch must exit quietly"
@@ -128,9 +124,9 @@ class _PipeRefused:
         return self._ctx.Pipe(*args, **kwargs)
 
 
-def test_a_pipe_refused_to_a_later_worker_is_a_resource_error():
+def test_a_pipe_refused_to_a_later_worker_is_a_resource_error(monkeypatch):
     ex = ProcessExecutor(3)
-    ex._ctx = _PipeRefused(ex._ctx, after=3)
+    monkeypatch.setattr(ex, "_ctx", _PipeRefused(ex._ctx, after=3))
     with pytest.raises(envhive.ResourceError, match=r"file descriptors while starting worker 2") as info:
         envhive.make(CountingEnv, 6, executor=ex)
     assert info.value.errno == errno.EMFILE
@@ -174,12 +170,12 @@ def test_a_taken_segment_name_is_skipped_and_left_alone(monkeypatch):
         squat.unlink()
 
 
-def test_a_rebuild_refused_by_the_os_shuts_down_with_the_reason():
+def test_a_rebuild_refused_by_the_os_shuts_down_with_the_reason(monkeypatch):
     ex = ProcessExecutor(2, on_worker_failure="restart")
     env = envhive.make(CountingEnv, 4, executor=ex)
     env.reset(seed=0)
     os.kill(ex.worker_pids()[0], signal.SIGKILL)
-    ex._ctx = _PipeRefused(ex._ctx, after=1)
+    monkeypatch.setattr(ex, "_ctx", _PipeRefused(ex._ctx, after=1))
     with pytest.raises(envhive.WorkerDiedError, match="could not be rebuilt") as info:
         for _ in range(50):
             env.step(np.zeros(4, np.int64))

@@ -17,7 +17,7 @@ import envhive
 from envhive.executors import ProcessExecutor
 from envhive.testing import CountingEnv
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 class JitterEnv(CountingEnv):

@@ -13,7 +13,7 @@ import envhive
 from envhive.executors._process import ProcessExecutor
 from envhive.testing import CountingEnv
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 
 def _fns(n: int, with_info: bool = True) -> list:

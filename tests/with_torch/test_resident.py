@@ -20,7 +20,7 @@ import envhive  # noqa: E402
 from envhive.envs.torch import TorchCartPole  # noqa: E402
 from envhive.testing import assert_same_transcript  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 MODES = ["next_step", "same_step", "disabled"]
 IDS = ["envhive/TorchCartPole-v1", "envhive/TorchPendulum-v1"]
 

@@ -45,7 +45,7 @@ from envhive.executors import available_executors  # noqa: E402
 from envhive.frontends import SB3VecEnv  # noqa: E402
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 EXECUTORS = available_executors()
 

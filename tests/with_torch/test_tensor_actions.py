@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import envhive  # noqa: E402
 from envhive.executors import available_executors  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 CASES = [(ex, "Pendulum-v1") for ex in available_executors()] + [
     ("native", "envhive/Pendulum-v1"), ("native", "envhive/TorchPendulum-v1"),

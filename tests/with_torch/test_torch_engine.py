@@ -17,7 +17,7 @@ import envhive  # noqa: E402
 from envhive.executors import available_executors  # noqa: E402
 from envhive.testing import assert_same_transcript  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 MODES = ["next_step", "same_step", "disabled"]
 
 

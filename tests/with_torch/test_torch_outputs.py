@@ -19,7 +19,7 @@ from envhive.executors import ProcessExecutor, available_executors  # noqa: E402
 from envhive.testing import SPACE_ZOO, ZooEnv, assert_same_transcript  # noqa: E402
 from envhive.testing._transcript import _snapshot as snapshot  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 MODES = ["next_step", "same_step", "disabled"]
 EXECUTORS = [*available_executors(), "process-parent-slice"]

@@ -26,7 +26,7 @@ import envhive  # noqa: E402
 from envhive.executors import ProcessExecutor, available_executors  # noqa: E402
 from envhive.testing import SPACE_ZOO, CountingEnv, ZooEnv  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 EXECUTORS = [*available_executors(), "process-parent-slice"]
 

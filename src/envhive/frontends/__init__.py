@@ -10,7 +10,8 @@ r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` 
 * :class:`PettingZooEnv` (``api="pettingzoo"``): a multi-agent pool as one PettingZoo
   ``ParallelEnv``; :class:`FlatAgents` (``agent_layout="flat"``): a multi-agent pool with its
   agents folded into the batch axis, which the single-agent front ends take as a pool.
-  A front end without an agent axis refuses a multi-agent pool (``check_agent_axis``).
+  A front end without an agent axis takes a pool of one-agent envs as that agent's rows
+  (``OneAgent``) and refuses one of several agents (``check_agent_axis``).
 
 A front end reads only the pool's results (and its spaces); it never touches buffers or
 executors, so adding one touches nothing else. Writing one: take a :class:`Pool` (``env.pool``

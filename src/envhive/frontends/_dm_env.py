@@ -103,7 +103,9 @@ class DmEnv:
     """
 
     def __init__(self, pool: Pool, *, name: str) -> None:
-        check_agent_axis(pool, "dm_env")
+        # A pool of one-agent envs comes as that agent's (OneAgent); several agents come
+        # flattened (agent_layout="flat": FlatAgents) or are refused.
+        pool = check_agent_axis(pool, "dm_env")
         if pool.autoreset is AutoresetMode.SAME_STEP:
             pool.close()
             raise ConfigError(

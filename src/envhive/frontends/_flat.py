@@ -42,12 +42,29 @@ from envhive._infos import Column, InfoColumns
 from envhive._spaces import tree_map
 from envhive.errors import ConfigError
 
-__all__ = ["FlatAgents", "check_agent_axis"]
+__all__ = ["FlatAgents", "OneAgent", "check_agent_axis"]
 
 
-def check_agent_axis(pool: Any, api: str) -> None:
-    """Refuse a pool with an agent axis in a front end that has none (``api`` names it)."""
+def check_agent_axis(pool: Any, api: str) -> Any:
+    """The pool a front end with no agent axis (``api`` names it) lays out: ``pool`` itself
+    when its envs have no agent axis; :class:`OneAgent` over it when they have exactly one
+    agent (that agent's observations and actions, the env's flags); a
+    :class:`~envhive.errors.ConfigError` naming the ways out when they have several.
+
+    Examples:
+        >>> import envhive
+        >>> from envhive.testing import TagTeamEnv
+        >>> pool = envhive.make(TagTeamEnv, num_envs=2, api="pool")
+        >>> try:
+        ...     check_agent_axis(pool, "gymnasium")
+        ... except envhive.ConfigError as err:
+        ...     print(str(err)[:69])
+        api='gymnasium' takes one agent per env, but these envs have 3 agents
+        >>> pool.close()
+    """
     agents = getattr(pool, "agents", ())
+    if len(agents) == 1:
+        return OneAgent(pool)
     if agents:
         raise ConfigError(
             f"api={api!r} takes one agent per env, but these envs have {len(agents)} agents "
@@ -55,6 +72,7 @@ def check_agent_axis(pool: Any, api: str) -> None:
             "axis (rows are (env, agent) pairs, infos['active'] masks the padding), or use "
             "api='pettingzoo' (a ParallelEnv view) or the pool itself (Batch.agents)"
         )
+    return pool
 
 
 def _repeat(columns: InfoColumns, k: int) -> InfoColumns:
@@ -248,3 +266,51 @@ class FlatAgents:
 
     def close(self) -> None:
         self.pool.close()
+
+
+class OneAgent(FlatAgents):
+    """A pool of one-agent multi-agent envs as a pool with no agent axis: what a single-agent
+    front end takes (it is built by :func:`check_agent_axis`).
+
+    Row ``i`` is env ``i``'s one agent: its observation, action, reward and infos (the agent's
+    own info dict, beside the env's other keys), and the **env's** flags, which autoreset
+    reads (an env whose agent is gone has ended, even if the agent's own flags say nothing).
+    ``infos["active"]`` is set where the agent is in the op's result (a row without it is
+    padding: zero observation, reward 0).
+
+    Examples:
+        >>> import envhive, numpy as np
+        >>> from envhive.testing import TagTeamEnv
+        >>> env = envhive.make(lambda: TagTeamEnv(length=2, agents=("a0",)), num_envs=2, seed=0)
+        >>> obs, info = env.reset()
+        >>> obs.shape, env.single_action_space, info["active"].tolist()
+        ((2, 4), Discrete(3), [True, True])
+        >>> _ = env.step(np.ones(2, np.int64))
+        >>> obs, reward, terminated, truncated, info = env.step(np.ones(2, np.int64))
+        >>> reward.tolist(), terminated.tolist(), truncated.tolist(), info["t"].tolist()
+        ([2.0, 2.0], [False, False], [True, True], [2, 2])
+        >>> env.close()
+    """
+
+    def __init__(self, pool: Any) -> None:
+        if len(pool.agents) != 1:
+            raise ConfigError(f"OneAgent: expected envs with one agent, got {len(pool.agents)} "
+                              f"agents {list(pool.agents)[:4]}")
+        super().__init__(pool)
+        self._agent = str(pool.agents[0])
+
+    def _own_infos(self, columns: InfoColumns) -> InfoColumns:
+        """The env's info columns with the agent's own nested dict as top-level keys."""
+        own = columns.get(self._agent)
+        if own is None or not isinstance(own.values, dict):
+            return columns
+        out = {key: col for key, col in columns.items() if key != self._agent}
+        out.update(own.values)
+        return out
+
+    def _flat(self, b: Batch) -> Batch:
+        out = super()._flat(b)
+        infos = self._own_infos(b.infos)
+        infos["active"] = out.infos["active"]
+        return out._replace(terminated=b.terminated, truncated=b.truncated, infos=infos,
+                            final_infos=self._own_infos(b.final_infos))

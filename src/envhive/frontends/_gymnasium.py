@@ -153,7 +153,9 @@ class VectorEnv(GymVectorEnv):
         self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None,
         observation_mode: Any = "same",
     ) -> None:
-        check_agent_axis(pool, "gymnasium")  # a multi-agent pool comes flattened (FlatAgents)
+        # A pool of one-agent envs comes as that agent's (OneAgent); several agents come
+        # flattened (agent_layout="flat": FlatAgents) or are refused.
+        pool = check_agent_axis(pool, "gymnasium")
         self._pool = pool
         # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
         self._torch: TorchArrays | None = None

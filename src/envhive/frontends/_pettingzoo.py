@@ -9,8 +9,11 @@ pool runs with autoreset disabled: in this API an agent that is done never comes
 (PettingZoo's ``parallel_api_test`` checks it). Trainers that want autoreset take the
 flattened view or the pool's ``Batch`` instead.
 
-``reset(seed=s)`` seeds env ``i`` with ``s + i``. Actions of agents not alive are ignored;
-those left out of the dict act with a fixed valid action of their space.
+``reset(seed=s)`` seeds env ``i`` with ``s + i``. ``step`` takes an action for every agent
+alive (in ``agents``): a live agent left out of the dict, or a key that is no agent of the
+view, is an :class:`~envhive.errors.ActionError` naming them and their envs, and nothing is
+stepped. Actions of agents no longer alive are ignored. To let agents left out act with a
+fixed valid action of their space instead, set ``missing_actions = "idle"``.
 
 Examples:
     >>> import envhive
@@ -22,6 +25,14 @@ Examples:
     >>> obs, rew, term, trunc, infos = env.step({a: 1 for a in env.agents})
     >>> rew["1/a1"]
     101.0
+    >>> try:
+    ...     env.step({"0/a0": 1})
+    ... except envhive.ActionError as err:
+    ...     print(str(err)[:74])
+    step: no action for live agents '0/a1' (env 0), '1/a0', '1/a1' (env 1); ex
+    >>> env.missing_actions = "idle"
+    >>> len(env.step({"0/a0": 1})[0])  # every agent stepped; a2 joined at step 2
+    6
     >>> env.close()
 """
 
@@ -37,9 +48,12 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from envhive._batch import Batch
 from envhive._infos import Column
 from envhive._spaces import codec_for
-from envhive.errors import ConfigError
+from envhive.errors import ActionError, ActionTypeError, ConfigError
 
 __all__ = ["PettingZooEnv"]
+
+#: What ``step`` does with a live agent left out of the actions.
+MISSING_ACTIONS = ("raise", "idle")
 
 
 def _row_info(infos: dict[str, Column], row: int) -> dict[str, Any]:
@@ -57,11 +71,14 @@ class PettingZooEnv:
     Args:
         pool: a pool of multi-agent envs in ``disabled`` autoreset mode.
         name: shown in ``repr``.
+        missing_actions: ``"raise"`` (an ``ActionError`` when a live agent has no action) or
+            ``"idle"`` (it acts with a fixed valid action of its space); also settable later
+            as the attribute of that name.
     """
 
     metadata: dict[str, Any] = {"render_modes": [], "is_parallelizable": True}
 
-    def __init__(self, pool: Any, name: str = "") -> None:
+    def __init__(self, pool: Any, name: str = "", missing_actions: str = "raise") -> None:
         if not pool.agents:
             raise ConfigError("api='pettingzoo': these envs have no agent axis (one agent each)")
         if pool.autoreset is not gym.vector.AutoresetMode.DISABLED:
@@ -89,6 +106,19 @@ class PettingZooEnv:
         self.agents: list[str] = []
         self.render_mode = getattr(pool.props, "render_mode", None)
         self._live = np.zeros((n, len(ids)), np.bool_)
+        self.missing_actions = missing_actions
+
+    @property
+    def missing_actions(self) -> str:
+        """What ``step`` does with a live agent left out of the actions: ``"raise"`` (an
+        :class:`~envhive.errors.ActionError`) or ``"idle"`` (a fixed valid action)."""
+        return self._missing
+
+    @missing_actions.setter
+    def missing_actions(self, value: str) -> None:
+        if value not in MISSING_ACTIONS:
+            raise ConfigError(f"missing_actions: expected one of {list(MISSING_ACTIONS)}, got {value!r}")
+        self._missing = value
 
     @property
     def num_agents(self) -> int:
@@ -161,9 +191,37 @@ class PettingZooEnv:
         out = create_empty_array(space, len(items), np.zeros)
         return concatenate(space, items, out)  # type: ignore[arg-type]
 
+    def _check_actions(self, actions: Any) -> None:
+        """Refuse actions that are not a dict, name no agent of the view, or (unless
+        ``missing_actions == "idle"``) leave out a live agent; nothing has been sent yet."""
+        if not isinstance(actions, dict):
+            raise ActionTypeError(f"step: expected a dict of actions by agent, got {type(actions).__name__}")
+        unknown = [a for a in actions if a not in self._index]
+        if unknown:
+            shown = ", ".join(map(repr, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
+            raise ActionError(
+                f"step: actions for agents that do not exist: {shown}; this view's agents are "
+                f"{self.possible_agents[:4]}{' ...' if len(self.possible_agents) > 4 else ''} "
+                f"(\"<env>/<agent>\" when there are several envs); nothing was stepped")
+        if self._missing == "idle":
+            return
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            by_env: dict[int, list[str]] = {}
+            for a in missing:
+                by_env.setdefault(self._keys[self._index[a]][0], []).append(repr(a))
+            shown = ", ".join(
+                f"{', '.join(names[:4])}{', ...' if len(names) > 4 else ''} (env {i})"
+                for i, names in list(by_env.items())[:4])
+            raise ActionError(
+                f"step: no action for live agents {shown}{' ...' if len(by_env) > 4 else ''}; "
+                "expected one for every agent in env.agents (or set env.missing_actions = "
+                "'idle' to have them act with a fixed valid action); nothing was stepped")
+
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         """Step every env that has an agent alive, with the actions of its agents."""
         n = self.pool.num_envs
+        self._check_actions(actions)
         envs = np.flatnonzero(self._live.any(axis=1))
         if envs.size == 0:
             return {}, {}, {}, {}, {}

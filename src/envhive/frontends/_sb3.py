@@ -221,7 +221,9 @@ class SB3VecEnv(VecEnv):
     """
 
     def __init__(self, pool: Pool, name: str = "") -> None:
-        check_agent_axis(pool, "sb3")
+        # A pool of one-agent envs comes as that agent's (OneAgent); several agents come
+        # flattened (agent_layout="flat": FlatAgents) or are refused.
+        pool = check_agent_axis(pool, "sb3")
         if pool.autoreset.name != "SAME_STEP" or not pool.copy:
             raise ConfigError("SB3VecEnv needs a pool in same_step mode with copy=True (use make(api='sb3'))")
         _check_observation_space(pool.observation_space)

@@ -162,7 +162,9 @@ class TorchRLEnv(EnvBase):
     batch_locked = True
 
     def __init__(self, pool: Pool, device: Any, name: str = "") -> None:
-        check_agent_axis(pool, "torchrl")
+        # A pool of one-agent envs comes as that agent's (OneAgent); several agents come
+        # flattened (agent_layout="flat": FlatAgents) or are refused.
+        pool = check_agent_axis(pool, "torchrl")
         if pool.autoreset.name != "SAME_STEP" or not pool.copy:
             raise ConfigError("TorchRLEnv needs a pool in same_step mode with copy=True (use make(api='torchrl'))")
         n = pool.num_envs

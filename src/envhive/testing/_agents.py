@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,8 @@ class TagTeamEnv:
     ``tag`` is drawn from the reset seed (``np_random``), so every row says which episode, step
     and agent it belongs to, and a transition crossing an episode boundary is visible.
     Actions are ``Discrete(3)``; an action for an agent that is not alive raises.
+    ``agents`` keeps some of the three (``("a0",)``: a one-agent env whose agent dies at step
+    ``3 + tag % 3``); the kept ones behave as above.
 
     Examples:
         >>> env = TagTeamEnv()
@@ -31,8 +34,12 @@ class TagTeamEnv:
 
     metadata = {"render_modes": [], "name": "tag_team_v0"}
 
-    def __init__(self, join_at: int = 2, length: int = 7) -> None:
-        self.possible_agents = ["a0", "a1", "a2"]
+    ALL = ("a0", "a1", "a2")
+
+    def __init__(self, join_at: int = 2, length: int = 7, agents: Sequence[str] = ALL) -> None:
+        if not agents or not set(agents) <= set(self.ALL):
+            raise ValueError(f"agents: expected some of {self.ALL}, got {agents!r}")
+        self.possible_agents = [a for a in self.ALL if a in agents]
         self.agents: list[str] = []
         self.join_at, self.length = join_at, length
         self.render_mode = None
@@ -48,7 +55,7 @@ class TagTeamEnv:
         return spaces.Discrete(3)
 
     def _obs(self, agent: str, action: int) -> np.ndarray:
-        k = self.possible_agents.index(agent)
+        k = self.ALL.index(agent)
         return np.array([self.tag, self.episode, self.t, 10 * k + action], np.int64)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
@@ -57,7 +64,7 @@ class TagTeamEnv:
         self.tag = int(self.np_random.integers(0, 10**6))
         self.episode += 1
         self.t = 0
-        self.agents = ["a0", "a1"]
+        self.agents = [a for a in ("a0", "a1") if a in self.possible_agents]
         return {a: self._obs(a, -1) for a in self.agents}, {a: {} for a in self.agents}
 
     def state(self) -> np.ndarray:
@@ -70,12 +77,12 @@ class TagTeamEnv:
         self.t += 1
         acting = list(self.agents)
         obs = {a: self._obs(a, int(actions.get(a, 0))) for a in acting}
-        rewards = {a: float(self.t + 100 * self.possible_agents.index(a)) for a in acting}
+        rewards = {a: float(self.t + 100 * self.ALL.index(a)) for a in acting}
         dies = self.t == 3 + self.tag % 3
         terms = {a: a == "a0" and dies for a in acting}
         truncs = {a: self.t >= self.length and not terms[a] for a in acting}
         self.agents = [a for a in acting if not (terms[a] or truncs[a])]
-        if self.t == self.join_at and self.t < self.length:
+        if self.t == self.join_at and self.t < self.length and "a2" in self.possible_agents:
             self.agents.append("a2")
             obs["a2"] = self._obs("a2", -1)
             rewards["a2"], terms["a2"], truncs["a2"] = 0.0, False, False
