@@ -11,6 +11,10 @@ Shows that a change to the core lost no speed. For each benchmark (64 envs each,
 3. ``native CartPole``: ``envhive.make("envhive/CartPole-v1", 64)`` vs EnvPool.
 4. ``native HalfCheetah`` / ``native Ant``: the compiled MuJoCo ``envhive/HalfCheetah-v5`` and
    ``envhive/Ant-v5`` vs EnvPool.
+5. ``Atari <Game> x<n> <mode>``: ``envhive/Pong-v5`` and ``envhive/Breakout-v5`` (the native
+   Atari engine, ``executor="auto"``) at 8 and 64 envs, sync (``step``) and async (``send`` of
+   the half received, ``recv`` of the next half: ``batch_size = n / 2``), vs EnvPool the same
+   way (``--only Atari`` runs these alone).
 
 How: ``git worktree add`` of ``--base`` (default ``e95c985``, the commit before the refactor)
 into a temporary directory, ``python setup.py -q build_ext --inplace`` there (builds the C loop
@@ -63,9 +67,10 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 NUM_ENVS = 64
 N_ACTIONS = 64  # pre-sampled action batches, cycled
-ENVHIVE_KINDS = ("serial", "thread", "process", "process_parent_slice", "native")
+ENVHIVE_KINDS = ("serial", "thread", "process", "process_parent_slice", "native", "native_async")
 PEER_NAMES = {"gym_sync": "gymnasium SyncVectorEnv", "gym_loop": "plain for-loop",
-              "envpool": "EnvPool"}
+              "envpool": "EnvPool", "envpool_async": "EnvPool"}
+ASYNC_KINDS = ("native_async", "envpool_async")
 
 BENCHMARKS: list[dict[str, str]] = [
     {"name": "CartPole serial", "kind": "serial", "env_id": "CartPole-v1",
@@ -82,6 +87,10 @@ BENCHMARKS: list[dict[str, str]] = [
      "peer": "envpool", "peer_id": "HalfCheetah-v5"},
     {"name": "native Ant", "kind": "native", "env_id": "envhive/Ant-v5",
      "peer": "envpool", "peer_id": "Ant-v5"},
+    *({"name": f"Atari {game} x{n} {mode}", "kind": "native" if mode == "sync" else "native_async",
+       "env_id": f"envhive/{game}-v5", "peer": "envpool" if mode == "sync" else "envpool_async",
+       "peer_id": f"{game}-v5", "num_envs": str(n)}
+      for game in ("Pong", "Breakout") for n in (8, 64) for mode in ("sync", "async")),
 ]
 
 
@@ -113,11 +122,14 @@ class _GymLoop:
 
 
 def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
-    """(env with reset/step/close, single-env action space) for one runner kind."""
+    """(env with reset/step/close, single-env action space) for one runner kind (async kinds:
+    ``batch_size = n / 2``)."""
     if kind in ENVHIVE_KINDS:
         import envhive
 
-        if kind in ("serial", "thread"):
+        if kind == "native_async":
+            env = envhive.make(env_id, n, batch_size=max(n // 2, 1), copy=False)
+        elif kind in ("serial", "thread"):
             env = envhive.make(env_id, n, executor=kind)
         elif kind == "process":
             env = envhive.make(env_id, n, executor="process")
@@ -137,6 +149,10 @@ def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
         import envpool
 
         env = envpool.make_gymnasium(env_id, num_envs=n, seed=0)
+    elif kind == "envpool_async":
+        import envpool
+
+        env = envpool.make_gymnasium(env_id, num_envs=n, batch_size=max(n // 2, 1), seed=0)
     else:
         raise ValueError(f"unknown runner kind {kind!r}")
     space = getattr(env, "single_action_space", None) or env.action_space
@@ -180,12 +196,24 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     env, space = _make(kind, env_id, n)
     try:
-        env.reset(seed=0)
-        acts = _actions(space, n, N_ACTIONS)
+        if kind in ASYNC_KINDS:  # send the half received, receive the next half: one "step"
+            batch = max(n // 2, 1)
+            acts = _actions(space, batch, N_ACTIONS)
+            env.async_reset()
+            state = {"ids": env.recv()[-1]["env_id"]}
+
+            def step(a: Any) -> None:
+                env.send(a, state["ids"])
+                state["ids"] = env.recv()[-1]["env_id"]
+            n = batch  # env steps per call
+        else:
+            env.reset(seed=0)
+            acts = _actions(space, n, N_ACTIONS)
+            step = env.step
         warm_end = time.perf_counter() + min(0.5, seconds / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
-            env.step(acts[i % N_ACTIONS])
+            step(acts[i % N_ACTIONS])
             i += 1
         result["setup_s"] = time.perf_counter() - t0
         rates, calls_per_rep = [], []
@@ -195,7 +223,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             deadline = start + seconds
             while True:
                 for _ in range(10):
-                    env.step(acts[calls % N_ACTIONS])
+                    step(acts[calls % N_ACTIONS])
                     calls += 1
                 now = time.perf_counter()
                 if now >= deadline:
@@ -338,7 +366,7 @@ def table(entries: list[dict[str, Any]]) -> str:
 
 def _peer_available(kind: str) -> str | None:
     """None if the peer library imports here, else why not."""
-    if kind != "envpool":
+    if kind not in ("envpool", "envpool_async"):
         return None
     p = subprocess.run([sys.executable, "-c", "import envpool"], capture_output=True, text=True,
                        cwd=tempfile.gettempdir())
@@ -350,9 +378,11 @@ def _peer_available(kind: str) -> str | None:
 
 def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any]) -> None:
     """Run every benchmark, base and head interleaved, the peer after each pair."""
-    benches = [{**b, "name": f"{b['name']} x{n}" if len(args.num_envs) > 1 else b["name"], "num_envs": n}
-               for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()
-               for n in args.num_envs]
+    chosen = [b for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()]
+    # A benchmark whose name gives its batch size (Atari x8, x64) runs at that size only.
+    benches = [{**b, "num_envs": int(b["num_envs"])} for b in chosen if "num_envs" in b]
+    benches += [{**b, "name": f"{b['name']} x{n}" if len(args.num_envs) > 1 else b["name"], "num_envs": n}
+                for b in chosen if "num_envs" not in b for n in args.num_envs]
     missing = {k: why for k in {b["peer"] for b in benches} if (why := _peer_available(k))}
     if args.no_peers:
         missing = {b["peer"]: "not measured (--no-peers)" for b in benches}
@@ -442,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{args.num_envs} envs, env-steps/s", file=sys.stderr)
+          f"{args.num_envs} envs unless the name says, env-steps/s", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -41,7 +41,7 @@ BASE = ("envhive._ops", "envhive.errors", "envhive._spaces", "envhive._agents", 
         "envhive._report", "envhive._infos", "envhive._interrupts", "envhive._runloop")
 RUNNERS = ("envhive._perform", "envhive._runner", "envhive._agent_runner", "envhive.envs.multiagent")
 ENGINES = ("envhive.engines",)
-FAMILIES = ("envhive.kernels", "envhive.envs")  # every envs.<name> but multiagent (a runner's)
+FAMILIES = ("envhive.kernels", "envhive.envs", "envhive.testing.counter")  # envs.multiagent: a runner
 EXECUTORS = ("envhive.executors",)
 
 #: Layer -> what its modules may import besides their own package (in order: first match).
@@ -53,19 +53,6 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "executors": (EXECUTORS, BASE + RUNNERS + ENGINES),
 }
 
-#: The worker-process Atari engine and the Atari factory still live in executors/ until issue
-#: 37's core work moves them into envs/atari (and deletes the worker-process engine). Listed
-#: here so that nothing else may; each entry must name a module that exists.
-NOT_YET_MOVED = {
-    "envhive.executors._atari": "envhive.envs.atari",
-    "envhive.executors._atari_factory": "envhive.envs.atari",
-    "envhive.executors._atari_threads": "envhive.envs.atari",
-    "envhive.executors._atari_worker": "envhive.envs.atari",
-}
-#: The import cycle among those same files (``_atari`` -> ``_atari_factory`` ->
-#: ``_atari_threads`` -> ``_atari_factory``), gone with them.
-NOT_YET_MOVED_CYCLES = [{"envhive.executors._atari", "envhive.executors._atari_factory",
-                         "envhive.executors._atari_threads"}]
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -155,8 +142,6 @@ def layer_violations(modules: dict[str, pathlib.Path]) -> list[str]:
         if layer is None:
             continue  # the top: may import anything
         allowed = (*LAYERS[layer][1], _own_package(name))
-        if name in NOT_YET_MOVED:
-            allowed = (*allowed, NOT_YET_MOVED[name])
         bad += [f"{name} -> {m}" for m in sorted(imports_of(path, name))
                 if not _under(m, allowed) and not (layer == "base" and m == "envhive._runloop")]
     return bad
@@ -225,12 +210,6 @@ def test_layering():
     assert layer_violations(MODULES) == []
 
 
-def test_not_yet_moved_family_code_is_still_there():
-    """The allowances above go with the files they name: remove an entry once its module is
-    gone (moved into its family)."""
-    assert [m for m in NOT_YET_MOVED if m not in MODULES] == []
-
-
 def _fake_modules(tmp_path: pathlib.Path, files: dict[str, str]) -> dict[str, pathlib.Path]:
     """Module name -> a file holding ``files[name]``, for the walks above."""
     for name, text in files.items():
@@ -260,8 +239,7 @@ def test_a_violation_is_caught(tmp_path):
 
 def test_no_import_cycle():
     cycles = import_cycles(MODULES)
-    assert [c for c in cycles if c not in NOT_YET_MOVED_CYCLES] == []
-    assert [c for c in NOT_YET_MOVED_CYCLES if c not in cycles] == []  # the allowance goes with it
+    assert cycles == []
 
 
 def test_a_cycle_is_caught(tmp_path):

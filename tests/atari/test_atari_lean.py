@@ -1,5 +1,5 @@
 """The lean async path (``Executor.take_finished`` in ``Pool.recv``, ``Pool._send_ids`` in
-``Pool.send``) against the general one, on both native Atari engines.
+``Pool.send``) against the general one, on the native Atari engine.
 
 Which envs a ``recv`` returns depends on which finished first, so each run here waits, before
 every ``recv``, until the workers have finished everything sent: the engine then takes every
@@ -27,24 +27,17 @@ ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}  # episodes end within a few dozen steps
 
 
-def _make(mode: str, n: int, batch_size: int, engine: str):
-    # Both with two runners: the threaded engine then has one C++ thread (and the caller, which
-    # finds every env finished here and runs none), so envs finish in the order queued.
+def _make(mode: str, n: int, batch_size: int):
+    # Two runners: one C++ thread and the caller, which finds every env finished here and runs
+    # none, so envs finish in the order queued.
     return envhive.make(ID, num_envs=n, executor=NativeExecutor(2), autoreset=mode, env_kwargs=KW,
                         max_episode_steps=12, batch_size=batch_size, seed=3)
 
 
-def _settle(env, kind: str) -> None:
-    """Wait (boundedly) until the workers finished every env sent (their rings' heads reach
-    the tails; the threads ran every job queued)."""
-    engine = env._pool.executor._engine
-    if kind == "threads":
-        def idle() -> bool:
-            return bool(engine._games.idle())
-    else:
-        def idle() -> bool:
-            return bool(engine._a.q_head.tolist() == engine._tails)
-    assert wait_until(idle, poll=1e-3), "the workers did not finish"
+def _settle(env) -> None:
+    """Wait (boundedly) until the threads ran every job queued."""
+    games = env._pool.executor._engine._games
+    assert wait_until(lambda: bool(games.idle()), poll=1e-3), "the threads did not finish"
 
 
 def _row(batch, info, k: int) -> tuple:
@@ -62,14 +55,14 @@ def _row(batch, info, k: int) -> tuple:
             bool(term[k]), bool(trunc[k]), infos, final)
 
 
-def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, engine: str, calls: int = 40):
+def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, calls: int = 40):
     with pytest.MonkeyPatch.context() as m:
-        return _patched_run(m, mode, n, batch_size, lean, script_seed, engine, calls)
+        return _patched_run(m, mode, n, batch_size, lean, script_seed, calls)
 
 
 def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean: bool,
-                 script_seed: int, engine: str, calls: int):
-    env = _make(mode, n, batch_size, engine)
+                 script_seed: int, calls: int):
+    env = _make(mode, n, batch_size)
     pool = env._pool
     taken = []
     if lean:
@@ -89,7 +82,7 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))
     for _ in range(calls):
-        _settle(env, engine)
+        _settle(env)
         batch = env.recv()
         info = batch[4]
         ids = info["env_id"]
@@ -118,9 +111,9 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
 # (4, 2): after the first recv, each takes exactly the envs in flight; (6, 3): half of the
 # recvs find 6 finished and leave 3 ready, which the next recv (general) hands out.
 @pytest.mark.parametrize(("n", "batch_size"), [(4, 2), (6, 3)])
-def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size, engine):
-    lean_out, lean_state, taken = _run(mode, n, batch_size, True, script_seed=n, engine=engine)
-    general_out, general_state, _ = _run(mode, n, batch_size, False, script_seed=n, engine=engine)
+def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size):
+    lean_out, lean_state, taken = _run(mode, n, batch_size, True, script_seed=n)
+    general_out, general_state, _ = _run(mode, n, batch_size, False, script_seed=n)
     assert lean_out == general_out
     assert lean_state == general_state
     assert sum(taken) >= 10  # the lean recv served many calls (the rest had envs ready)
@@ -128,7 +121,7 @@ def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size
     assert len(ended) >= 3  # episodes ended (resets and final infos were compared)
 
 
-def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
+def test_take_finished_leaves_an_env_error_to_the_general_collect():
     """An env that raised among the finished: nothing is handed over lean; ``collect`` hands
     over the finished envs and the error, as it does without the lean path."""
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=4)
@@ -136,7 +129,7 @@ def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
     engine = env._pool.executor._engine
     b = engine._ob
     b.ops[:] = STEP
-    b.actions[:] = [0, 99, 0, 0]  # past the pool's check: the worker's own raises for env 1
+    b.actions[:] = [0, 99, 0, 0]  # past the pool's check: the game's own check refuses env 1's
     engine.start(np.arange(4, dtype=np.int64), None)
     assert engine.take_finished(4) is None
     out = engine.collect(0)
@@ -144,7 +137,7 @@ def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
     env.close()
 
 
-def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on(engine):
+def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on():
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=2)
     env.reset(seed=0)
     pool = env._pool

@@ -12,16 +12,14 @@ pytest.importorskip("cv2")
 import envhive  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
-from tests.atari.engines import atari_engine  # noqa: E402
 
 # Breakout with episodic life and a short time limit: episodes end (both ways) within a few
 # dozen steps, so autoresets happen in a short test.
 ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}
-# "native": the threaded engine (two threads here); "native-3": three threads (more than the
-# cores); "native-processes": the worker-process engine, and "native-inline" that engine with
-# one worker, which runs the games in the caller.
-EXECUTORS = ["serial", "thread", "process", "native", "native-3", "native-processes", "native-inline"]
+# "native": the threaded engine (two runners here); "native-3": three (more than the cores);
+# "native-1": the caller alone.
+EXECUTORS = ["serial", "thread", "process", "native", "native-3", "native-1"]
 
 
 def acts(t: int, n: int = 3) -> np.ndarray:
@@ -29,12 +27,8 @@ def acts(t: int, n: int = 3) -> np.ndarray:
 
 
 def make(executor: str, mode: str = "next_step", n: int = 3, **kw):
-    engine = "processes" if executor in ("native-processes", "native-inline") else None
-    ex = {"native-inline": NativeExecutor(num_threads=1), "native-3": NativeExecutor(num_threads=3),
-          "native-processes": "native"}.get(executor, executor)
-    with atari_engine(engine):
-        return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs=KW,
-                            max_episode_steps=40, **kw)
+    ex = {"native-1": NativeExecutor(num_threads=1), "native-3": NativeExecutor(num_threads=3)}.get(executor, executor)
+    return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs=KW, max_episode_steps=40, **kw)
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
@@ -111,15 +105,15 @@ def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "n
 def test_async_sequences_per_env_do_not_depend_on_batch_size_or_executor():
     ref = per_env_async("serial", 4)
     for executor, batch in [("serial", 1), ("thread", 1), ("process", 2), ("native", 2), ("native", 1),
-                            ("native-3", 3), ("native-processes", 2), ("native-processes", 1)]:
+                            ("native-3", 3), ("native-1", 2), ("native-1", 1)]:
         got = per_env_async(executor, batch)
         for i in range(4):
             assert got[i][:10] == ref[i][:10], (executor, batch, i)
 
 
-@pytest.mark.parametrize("executor", ["native", "native-processes"])
+@pytest.mark.parametrize("executor", ["native", "native-1"])
 def test_async_same_step_keeps_terminal_frames_and_final_infos_on_the_native_engine(executor):
-    """The async path runs each env's whole op in its worker (the reset after an ended step
+    """The async path runs each env's whole op in a thread (the reset after an ended step
     included): the terminal frame, the final info and the reset's infos equal serial's."""
     ref = per_env_async("serial", 4, rows=45, mode="same_step")
     got = per_env_async(executor, 2, rows=45, mode="same_step")
@@ -131,7 +125,7 @@ def test_async_same_step_keeps_terminal_frames_and_final_infos_on_the_native_eng
     assert finals >= 2 and truncated >= 1  # life losses and the time limit, compared
 
 
-@pytest.mark.parametrize("executor", ["process", "native", "native-processes"])
+@pytest.mark.parametrize("executor", ["process", "native", "native-1"])
 def test_partial_reset_with_a_seed_reproduces_a_fresh_env(executor):
     env = make(executor, n=2, seed=0)
     env.reset()
@@ -151,7 +145,7 @@ def test_partial_reset_with_a_seed_reproduces_a_fresh_env(executor):
     fresh.close()
 
 
-@pytest.mark.parametrize("executor", ["process", "native", "native-processes"])
+@pytest.mark.parametrize("executor", ["process", "native", "native-1"])
 def test_first_env_is_seeded_like_the_others_and_recv_without_send_raises(executor):
     a = make(executor, n=2, seed=9)
     b = make("serial", n=2, seed=9)
@@ -163,7 +157,7 @@ def test_first_env_is_seeded_like_the_others_and_recv_without_send_raises(execut
 
 
 def test_default_executor_is_native_with_the_threaded_engine():
-    from envhive.executors._atari_threads import AtariThreadEngine
+    from envhive.envs.atari._engine import AtariThreadEngine
 
     one = envhive.make(ID, num_envs=1)
     two = envhive.make(ID, num_envs=2)

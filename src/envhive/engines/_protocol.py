@@ -4,7 +4,7 @@
 An *engine* owns a whole batch of compiled envs and performs the pool's ops on them
 (``envhive._ops``), writing straight into the pool's buffers: ``KernelEngine`` (classic-control
 kernels), ``MujocoEngine`` (MuJoCo families), ``TorchEngine`` (torch batched envs), the Atari
-engines, and any kind a family registers (``envhive.engines._registry``). A
+engine, and any kind a family registers (``envhive.engines._registry``). A
 :class:`NativeFactory` builds one: called, it builds one env (every other executor);
 ``native_engine`` builds the whole batch.
 
@@ -12,9 +12,8 @@ What an engine can do is told by the protocol it meets, checked once when the na
 launches it (``isinstance`` of these runtime-checkable protocols), never by looking for a
 method: every engine is an :class:`Engine` (sync: ``step_all``, ``run``); an
 :class:`AsyncEngine` also runs its envs beside the caller (``start``, ``collect``,
-``take_finished``, ``discard``); an :class:`AllocatingEngine` also hands out the pool's
-buffers (private: only the worker-process Atari engine, which is being retired, does). mypy checks every engine and factory against these protocols (an
-``_implements_*`` function beside each); nothing inherits from them.
+``take_finished``, ``discard``). mypy checks every engine and factory against these
+protocols (an ``_implements_*`` function beside each); nothing inherits from them.
 
 Examples:
     >>> import numpy as np
@@ -33,7 +32,19 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "AsyncEngine", "AllocatingEngine", "NativeFactory", "StepAllResult"]
+__all__ = ["Engine", "AsyncEngine", "NativeFactory", "NativeProblem", "StepAllResult"]
+
+
+class NativeProblem(NamedTuple):
+    """Why a factory's native engine cannot run its envs here, and where they run instead.
+
+    Examples:
+        >>> NativeProblem("the C++ extension is not built", "process").executor
+        'process'
+    """
+
+    reason: str
+    executor: str
 
 
 class StepAllResult(NamedTuple):
@@ -157,18 +168,6 @@ class AsyncEngine(Engine, Protocol):
 
 
 @runtime_checkable
-class AllocatingEngine(Engine, Protocol):
-    """An :class:`Engine` that hands out the pool's buffers (``Executor.allocate``), so that its
-    workers write the pool's rows where they already are: arrays of a block it shares with
-    them. Only the worker-process Atari engine (``executors._atari``) does."""
-
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """One buffer of the pool, asked for in ``Buffers.allocate``'s order: one of the
-        engine's own arrays, or a plain one."""
-        ...
-
-
-@runtime_checkable
 class NativeFactory(Protocol):
     """The factory of a compiled id (``engines._registry.native_factory`` builds it).
 
@@ -197,6 +196,20 @@ class NativeFactory(Protocol):
 
     def __call__(self) -> Any:
         """One env (a ``gymnasium.Env``)."""
+        ...
+
+    def native_problem(self) -> NativeProblem | None:
+        """Why :meth:`native_engine` cannot run these envs here (an option it lacks, a compiled
+        extension not built, a library that failed a check), and the executor that runs them
+        instead; ``None``: it can. ``executor="auto"`` then takes that executor and says why;
+        ``executor="native"`` raises ``ConfigError`` with the reason."""
+        ...
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env of a batch of ``num_envs`` takes, wherever it runs (its state, its
+        engine's share, its rows of the pool's buffers): ``make`` checks ``num_envs`` times it
+        against the memory available before anything is built or reserved, on every
+        executor (``_memory.check_fits``)."""
         ...
 
     def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:

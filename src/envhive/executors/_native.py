@@ -33,7 +33,6 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
 from envhive.engines import AsyncEngine, Engine, NativeFactory
-from envhive.engines._protocol import AllocatingEngine
 from envhive.errors import ConfigError
 from envhive.executors._protocol import RunsInSend
 
@@ -51,8 +50,8 @@ class NativeExecutor(RunsInSend):
     Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
     Most engines have no workers: the call runs in the caller's thread and returns when done,
     and engines that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
-    An :class:`~envhive.engines.AsyncEngine` (Atari's) runs beside the caller: ``send`` starts
-    its ops and ``recv`` collects the first finished.
+    An :class:`~envhive.engines.AsyncEngine` (a threaded engine's C++ threads) runs beside the
+    caller: ``send`` starts its ops and ``recv`` collects the first finished.
 
     Args:
         num_threads: threads for engines that parallelize a step (``None``: one per core).
@@ -78,7 +77,6 @@ class NativeExecutor(RunsInSend):
         #: The engine again when it runs its envs beside the caller (``send`` starts, ``recv``
         #: collects), else ``None``: decided once, at launch, by the protocol it meets.
         self._async: AsyncEngine | None = None
-        self._allocating: AllocatingEngine | None = None
         self._done = Completion()
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -102,17 +100,12 @@ class NativeExecutor(RunsInSend):
         engine = first.native_engine(len(factories), self.num_threads)
         self._engine = engine
         self._async = engine if isinstance(engine, AsyncEngine) else None
-        self._allocating = engine if isinstance(engine, AllocatingEngine) else None
         # Engines whose envs live in tensors (TorchEngine) write results on their device.
         self.resident_device = engine.device
         return [engine.props] * len(factories)
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A buffer of the pool: the engine's own array when it hands them out
-        (``AllocatingEngine``: its workers then write the pool's rows directly), else a plain
-        one."""
-        if self._allocating is not None:
-            return self._allocating.allocate(shape, dtype)
+        """A buffer of the pool: a plain array (the engines write into the pool's rows)."""
         return np.zeros(shape, dtype=dtype)
 
     def _live(self) -> Engine:
@@ -165,4 +158,4 @@ class NativeExecutor(RunsInSend):
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
-        self._engine = self._async = self._allocating = None
+        self._engine = self._async = None

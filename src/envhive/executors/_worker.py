@@ -204,14 +204,9 @@ class SpinPolicy:
         return False
 
 
-def wait_command(sem: Any, policy: SpinPolicy, parent: Any) -> None:
-    """A worker's wait for its next command: poll (``policy``), then block in slices, exiting
-    if the ``parent`` process died (orphaned). Used by every worker loop that waits on a
-    semaphore (this module's, the Atari engine's)."""
-    _wait(sem, policy, parent)
-
-
 def _wait(sem: Any, policy: SpinPolicy, parent: Any) -> None:
+    """A worker's wait for its next command: poll (``policy``), then block in slices, exiting
+    if the ``parent`` process died (orphaned)."""
     start = time.perf_counter()
     if not policy.poll(sem):
         while not sem.acquire(True, _PARENT_CHECK_S):

@@ -17,7 +17,7 @@ from envhive.engines import EngineKind, register_kind
 __all__: list[str] = []
 
 register_kind(
-    EngineKind("atari", "envhive.executors._atari_factory:atari_factory", "ale_py",
-               peers="envhive.executors._atari_factory:bench_peers",
+    EngineKind("atari", "envhive.envs.atari._factory:atari_factory", "ale_py",
+               peers="envhive.envs.atari._factory:bench_peers",
                entries="envhive.envs.atari._options:atari_entries"),
 )

@@ -108,6 +108,21 @@ class TorchEnvFactory:
             kwargs.setdefault("device", self.engine_device)
         return TorchEngine(self.env_cls(num_envs, **kwargs))
 
+    def native_problem(self) -> None:
+        """A torch batched env runs on the native engine wherever torch imports."""
+        return None
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env takes: the tensors of a batch of one (its state), and its rows of
+        the pool's buffers."""
+        from envhive._buffers import BufferSpec
+
+        env = self.env_cls(1, **self.kwargs)
+        torch = env.torch
+        state = sum(t.numel() * t.element_size() for t in vars(env).values() if isinstance(t, torch.Tensor))
+        rows = BufferSpec(1, env.single_observation_space, env.single_action_space, with_final_obs=True)
+        return int(state) + rows.bytes_per_env()
+
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one batch."""
         return (self.env_cls, sorted(self.kwargs.items()))
