@@ -142,7 +142,7 @@ def test_native_inline_step_returns_the_same_batch_as_the_general_path() -> None
     for mode in ("next_step", "same_step"):
         fast = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
         slow = envhive.make("envhive/CartPole-v1", 6, seed=3, autoreset=mode, max_episode_steps=9)
-        slow.pool._step_all = None  # the general send/recv path
+        slow.pool._paths = slow.pool._paths.without("inline")  # the general send/recv path
         with fast, slow:
             fast.pool.reset()
             slow.pool.reset()

@@ -8,6 +8,7 @@ then tries the threads again. Envs that release the GIL (here: sleep) keep the t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -98,7 +99,7 @@ def test_the_caller_alone_counts_the_episodes_of_every_slice():
             counts.append(out.ended)
             return out
 
-        env.pool._run_all = run_all
+        env.pool._paths = dataclasses.replace(env.pool._paths, run_all=run_all)
         for t in range(12):
             actions = np.full(6, t % 3)
             got, want = env.step(actions), ref.step(actions)
