@@ -28,6 +28,14 @@ Full run (about 4 minutes on 2 cores, estimated from the quick run), from the re
 
     python benchmarks/compare_commits.py --base e95c985 --json benchmarks/results/compare_commits.json
 
+``--matrix`` measures the pool's own cost instead: CartPole-v1 on the serial, thread and
+process executors at 1, 8 and 64 envs, each with sync ``step`` and with EnvPool's async loop
+(``recv()`` a batch of half the envs, ``send`` their actions back by ``info["env_id"]``), plus
+native CartPole, HalfCheetah and Ant at 64 envs (sync); no peers (the ratio that matters is
+head/base). About 15 minutes on 2 cores::
+
+    python benchmarks/compare_commits.py --matrix --base e4b8406 --json /tmp/compare_matrix.json
+
 Smoke run (about a minute)::
 
     python benchmarks/compare_commits.py --quick
@@ -58,7 +66,7 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 NUM_ENVS = 64
 N_ACTIONS = 64  # pre-sampled action batches, cycled
-ENVHIVE_KINDS = ("serial", "process", "process_parent_slice", "native")
+ENVHIVE_KINDS = ("serial", "thread", "process", "process_parent_slice", "native")
 PEER_NAMES = {"gym_sync": "gymnasium SyncVectorEnv", "gym_loop": "plain for-loop",
               "envpool": "EnvPool"}
 
@@ -75,6 +83,17 @@ BENCHMARKS: list[dict[str, str]] = [
      "peer": "envpool", "peer_id": "HalfCheetah-v5"},
     {"name": "native Ant", "kind": "native", "env_id": "envhive/Ant-v5",
      "peer": "envpool", "peer_id": "Ant-v5"},
+]
+
+#: ``--matrix``: the pool's per-call cost across executors, sizes and sync/async loops.
+MATRIX: list[dict[str, Any]] = [
+    {"name": f"CartPole {kind} x{n} {mode}", "kind": kind, "env_id": "CartPole-v1",
+     "num_envs": n, "mode": mode, "peer": None}
+    for kind in ("serial", "thread", "process") for n in (1, 8, 64) for mode in ("sync", "async")
+] + [
+    {"name": f"native {name} x64 sync", "kind": "native", "env_id": f"envhive/{name}-{v}",
+     "num_envs": 64, "mode": "sync", "peer": None}
+    for name, v in (("CartPole", "v1"), ("HalfCheetah", "v5"), ("Ant", "v5"))
 ]
 
 
@@ -105,21 +124,20 @@ class _GymLoop:
             e.close()
 
 
-def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
+def _make(kind: str, env_id: str, n: int, batch_size: int | None = None) -> tuple[Any, Any]:
     """(env with reset/step/close, single-env action space) for one runner kind."""
     if kind in ENVHIVE_KINDS:
         import envhive
 
-        if kind == "serial":
-            env = envhive.make(env_id, n, executor="serial")
-        elif kind == "process":
-            env = envhive.make(env_id, n, executor="process")
+        kw: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
+        if kind in ("serial", "thread", "process"):
+            env = envhive.make(env_id, n, executor=kind, **kw)
         elif kind == "process_parent_slice":
             from envhive.executors import ProcessExecutor
 
-            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True))
+            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True), **kw)
         else:
-            env = envhive.make(env_id, n)
+            env = envhive.make(env_id, n, **kw)
     elif kind == "gym_sync":
         import gymnasium as gym
 
@@ -164,21 +182,38 @@ def _check_tree(tree: str) -> dict[str, Any]:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
-    kind, env_id, n = spec["kind"], spec["env_id"], NUM_ENVS
+    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``.
+
+    ``mode="sync"``: ``env.step(actions)``. ``mode="async"`` (envhive only): EnvPool's loop on
+    a pool with ``batch_size = max(1, n // 2)``: ``recv()`` a batch, ``send`` its actions back
+    to the envs it names (``info["env_id"]``); a call is one recv + one send, and counts
+    ``batch_size`` env-steps."""
+    kind, env_id = spec["kind"], spec["env_id"]
+    n, mode = int(spec.get("num_envs", NUM_ENVS)), spec.get("mode", "sync")
     seconds, reps = float(spec["seconds"]), int(spec["reps"])
-    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n}
+    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n, "mode": mode}
     if kind in ENVHIVE_KINDS:
         result.update(_check_tree(spec["tree"]))
     t0 = time.perf_counter()
-    env, space = _make(kind, env_id, n)
+    k = max(1, n // 2) if mode == "async" else n
+    env, space = _make(kind, env_id, n, k if mode == "async" else None)
     try:
-        env.reset(seed=0)
-        acts = _actions(space, n, N_ACTIONS)
+        acts = _actions(space, k, N_ACTIONS)
+        if mode == "async":
+            env.async_reset(seed=0)
+
+            def call(i: int) -> None:
+                ids = env.recv()[4]["env_id"]
+                env.send(acts[i % N_ACTIONS], ids)
+        else:
+            env.reset(seed=0)
+
+            def call(i: int) -> None:
+                env.step(acts[i % N_ACTIONS])
         warm_end = time.perf_counter() + min(0.5, seconds / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
-            env.step(acts[i % N_ACTIONS])
+            call(i)
             i += 1
         result["setup_s"] = time.perf_counter() - t0
         rates, calls_per_rep = [], []
@@ -188,12 +223,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             deadline = start + seconds
             while True:
                 for _ in range(10):
-                    env.step(acts[calls % N_ACTIONS])
+                    call(calls)
                     calls += 1
                 now = time.perf_counter()
                 if now >= deadline:
                     break
-            rates.append(calls * n / (now - start))
+            rates.append(calls * k / (now - start))
             calls_per_rep.append(calls)
     finally:
         env.close()
@@ -323,7 +358,7 @@ def table(entries: list[dict[str, Any]]) -> str:
     lines = ["| benchmark | base steps/s | head steps/s | head/base | peer steps/s | head/peer |",
              "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
-        peer = f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
+        peer = "-" if e["peer"] is None else f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
         lines.append(f"| {e['name']} | {_fmt(e['base'])} | {_fmt(e['head'])} | "
                      f"{_ratio(e['head'], e['base'])} | {peer} | {_ratio(e['head'], e['peer_rate'])} |")
     return "\n".join(lines)
@@ -343,14 +378,16 @@ def _peer_available(kind: str) -> str | None:
 
 def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any]) -> None:
     """Run every benchmark, base and head interleaved, the peer after each pair."""
-    benches = [b for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()]
-    missing = {k: why for k in {b["peer"] for b in benches} if (why := _peer_available(k))}
+    chosen = MATRIX if args.matrix else BENCHMARKS
+    benches = [b for b in chosen if not args.only or args.only.lower() in b["name"].lower()]
+    missing = {k: why for k in {b["peer"] for b in benches} - {None} if (why := _peer_available(k))}
     out["peers_missing"] = missing
     t_start = time.perf_counter()
     for b in benches:
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
-                "reps": args.reps}
-        peer_spec = {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
+                "reps": args.reps, "num_envs": b.get("num_envs", NUM_ENVS),
+                "mode": b.get("mode", "sync")}
+        peer_spec = None if b["peer"] is None else {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):
             order = [("base", base), ("head", head)]
@@ -358,9 +395,9 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
                 order.reverse()
             for label, tree in order:
                 samples[label].append(run_one(spec, tree, args.timeout))
-            if b["peer"] in missing:
+            if peer_spec is not None and b["peer"] in missing:
                 samples["peer"].append({"error": missing[b["peer"]]})
-            else:
+            elif peer_spec is not None:
                 samples["peer"].append(run_one(peer_spec, None, args.timeout))
         entry = {"name": b["name"], "envhive": spec, "peer": b["peer"], "peer_spec": peer_spec,
                  "base": _median(samples["base"]), "head": _median(samples["head"]),
@@ -387,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="per subprocess, seconds")
     ap.add_argument("--only", help="run benchmarks whose name contains this (case-insensitive)")
     ap.add_argument("--json", type=Path, default=None, help="write results here")
+    ap.add_argument("--matrix", action="store_true",
+                    help="the pool's cost: serial/thread/process x 1/8/64 envs x sync/async, "
+                         "native CartPole/HalfCheetah/Ant (see the module docstring)")
     args = ap.parse_args(argv)
 
     if args.worker:
@@ -406,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "command": [Path(sys.executable).name, *sys.argv],
         "machine": machine_info(),
-        "num_envs": NUM_ENVS, "repeats": args.repeats, "reps": args.reps,
+        "num_envs": None if args.matrix else NUM_ENVS, "matrix": args.matrix,
+        "repeats": args.repeats, "reps": args.reps,
         "seconds": args.seconds, "quick": args.quick,
         "unit": "env-steps per second (calls x num_envs / s); medians over repeats",
         "setup_commands": [], "benchmarks": [],
@@ -427,8 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
+    envs = "num_envs as named" if args.matrix else f"{NUM_ENVS} envs"
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{NUM_ENVS} envs, env-steps/s", file=sys.stderr)
+          f"{envs}, env-steps/s; load {out['machine'].get('loadavg_start')} -> "
+          f"{out['machine']['loadavg_end']}", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

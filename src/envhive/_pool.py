@@ -154,32 +154,7 @@ class Pool:
         # Closed until fully built: a pool whose construction failed has nothing for close()
         # or __del__ to do (the failing step closed the executor itself).
         self.closed = True
-        props = executor.launch(factories)
-        try:
-            self.observation_space = check_spaces(props, observation_mode)
-            #: Each env's own observation space (they differ with observation_mode="different").
-            self.observation_spaces = tuple(p.observation_space for p in props)
-            first = props[0]
-            self.props = first
-            self.action_space = first.action_space
-            resident = same_device(device, executor.resident_device)
-            #: The possible agents of a multi-agent env (``()``: one agent, no agent axis).
-            self.agents = check_agents(props)
-            spec = BufferSpec(
-                n, self.observation_space, self.action_space,
-                with_final_obs=autoreset is AutoresetMode.SAME_STEP,
-                namespace="torch" if resident else "numpy",
-                device=str(executor.resident_device) if resident else None, resident=resident,
-                agents=self.agents,
-            )
-            #: Results and actions live on the device (tensors); the command block on the host.
-            self.resident = resident
-            self._act_codec = spec.act_codec
-            self.buffers = Buffers.allocate(spec, executor.allocate)
-            executor.bind(self.buffers)
-        except BaseException:
-            executor.close()
-            raise
+        self._launch(factories, device, observation_mode)
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
         self._every = slice(None)
@@ -198,12 +173,43 @@ class Pool:
         self._books = Books(self.buffers, self._all, self.batch_size, self.copy, self._life.broken)
         self._rows = self._books.copies  # every env's rows as copies: step's common case
         # What the pool may take besides the general path (_paths), decided once.
-        self._paths = FastPaths.choose(executor, self._act_codec, n, resident)
-        self._device = self.buffers.actions.device if resident else None
+        self._paths = FastPaths.choose(executor, self._act_codec, n, self.resident)
+        self._device = self.buffers.actions.device if self.resident else None
         if not executor.fork_safe:  # its workers are this process's: see _left_by_fork
             _FORK_BOUND.add(self)
         self._forked_from: int | None = None
         self.closed = False
+
+    def _launch(self, factories: Sequence[EnvFactory], device: Any, observation_mode: Any) -> None:
+        """Build the envs, check their spaces, allocate the buffers from them and bind the
+        executor to those; anything failing closes the executor."""
+        executor = self.executor
+        props = executor.launch(factories)
+        try:
+            self.observation_space = check_spaces(props, observation_mode)
+            #: Each env's own observation space (they differ with observation_mode="different").
+            self.observation_spaces = tuple(p.observation_space for p in props)
+            first = props[0]
+            self.props = first
+            self.action_space = first.action_space
+            resident = same_device(device, executor.resident_device)
+            #: The possible agents of a multi-agent env (``()``: one agent, no agent axis).
+            self.agents = check_agents(props)
+            spec = BufferSpec(
+                self.num_envs, self.observation_space, self.action_space,
+                with_final_obs=self.autoreset is AutoresetMode.SAME_STEP,
+                namespace="torch" if resident else "numpy",
+                device=str(executor.resident_device) if resident else None, resident=resident,
+                agents=self.agents,
+            )
+            #: Results and actions live on the device (tensors); the command block on the host.
+            self.resident = resident
+            self._act_codec = spec.act_codec
+            self.buffers = Buffers.allocate(spec, executor.allocate)
+            executor.bind(self.buffers)
+        except BaseException:
+            executor.close()
+            raise
 
     @property
     def env_steps(self) -> int:
@@ -442,22 +448,27 @@ class Pool:
                 paths.in_bounds(actions)  # type: ignore[misc]  # set with fused
             ):
                 return self._step_fused(actions)
-            self._check_sync("step")
-            ids = self._all
-            batch = self._validated_actions(actions, ids)
-            self._check_steppable(ids)
-            self.buffers.put_actions(slice(None), batch)
-            resets = plan_ops_into(self.autoreset, life.ended_i8, life.num_ended, self.buffers.ops)
-            run_all = paths.run_all
-            self._dispatch(ids, None, sync=True, resets=resets, send=run_all is None)
-            if run_all is not None:
-                self._pull(0, True, run_all)
-            books.drain(self._pull)
-            infos, finals, has_final = books.take_infos(range(self.num_envs), self.num_envs)
-            return books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+            return self._step_general(actions)
         except BaseException as err:
             self._cut_short(err, self._all)
             raise
+
+    def _step_general(self, actions: Any) -> Batch:
+        """``step``'s general path, the definition: every check, the executor's ``send`` and
+        ``recv`` (or ``run_all``), the books' ``absorb`` and ``drain`` (inside ``step``'s
+        guard)."""
+        self._check_sync("step")
+        ids, books, life, run_all = self._all, self._books, self._life, self._paths.run_all
+        batch = self._validated_actions(actions, ids)
+        self._check_steppable(ids)
+        self.buffers.put_actions(slice(None), batch)
+        resets = plan_ops_into(self.autoreset, life.ended_i8, life.num_ended, self.buffers.ops)
+        self._dispatch(ids, None, sync=True, resets=resets, send=run_all is None)
+        if run_all is not None:
+            self._pull(0, True, run_all)
+        books.drain(self._pull)
+        infos, finals, has_final = books.take_infos(range(self.num_envs), self.num_envs)
+        return books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
 
     def _step_fused(self, actions: np.ndarray) -> Batch:
         """The fused step (``_paths``): ``step``'s general path in fewer moves, for executors
