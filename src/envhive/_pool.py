@@ -92,7 +92,8 @@ def _close_inherited_pools() -> None:
         pool._left_by_fork()
 
 
-os.register_at_fork(after_in_child=_close_inherited_pools)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_close_inherited_pools)
 
 
 class Pool:
@@ -231,13 +232,10 @@ class Pool:
     # ------------------------------------------------------------------ checks
     def _check_open(self) -> None:
         if self.closed:
-            if self._forked_from is not None:
-                raise ClosedError(
-                    f"this pool belongs to process {self._forked_from}, from which this process "
-                    f"({os.getpid()}) was forked: its {self.executor.name} executor's workers are "
-                    "not this process's, and it cannot be used here. Make a new pool in this "
-                    "process with envhive.make()"
-                )
+            if self._forked_from is not None:  # only ever in a forked child
+                from envhive.executors._supervisor import forked_error
+
+                raise forked_error(f"this pool (on the {self.executor.name} executor)", self._forked_from)
             raise ClosedError(
                 "the pool is closed (by close(), or after a worker failure): make a new one "
                 "with envhive.make()"

@@ -371,7 +371,8 @@ class ProcessExecutor(Supervisor):
             self._inline.run(ids, options, out)
             got += len(out.env_ids) + len(out.errors) - before
         while got < min_count and any(wk.busy is not None for wk in self._slots):
-            got += self._collect_some(out, min_count - got)
+            for wk in self._wait_some():
+                got += self._collect_and_refill(wk, out)
         return out
 
     def _collect_some(self, out: Completion, needed: int) -> int:

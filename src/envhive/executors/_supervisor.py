@@ -82,7 +82,7 @@ from envhive.executors._protocol import Executor
 from envhive.executors._slices import RestartBook, SendQueue, SliceMap
 from envhive.executors._wire import encode_command
 
-__all__ = ["Slot", "Supervisor", "RESTART_ATTEMPTS"]
+__all__ = ["Slot", "Supervisor", "Transport", "RESTART_ATTEMPTS", "forked_error"]
 
 #: How often a replacement worker that fails to start is tried before the executor gives up.
 RESTART_ATTEMPTS = 3
@@ -192,7 +192,23 @@ def _after_fork_in_child() -> None:
         supervisor._inherited()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked_error(subject: str, owner: int) -> ClosedError:
+    """The error of a call on ``subject`` ("this pool", ...) in a process forked from
+    ``owner``, the process whose workers it uses.
+
+    Examples:
+        >>> print(forked_error("this pool", 1))  # doctest: +ELLIPSIS
+        this pool belongs to process 1, from which this process (...) was forked: ...
+    """
+    return ClosedError(
+        f"{subject} belongs to process {owner}, from which this process ({os.getpid()}) was "
+        "forked: its workers are not this process's, and it cannot be used here. Make a new "
+        "pool in this process with envhive.make()"
+    )
 
 
 class Supervisor(Transport, Executor):
@@ -313,11 +329,7 @@ class Supervisor(Transport, Executor):
     def _check_usable(self) -> None:
         if self._closed:
             if self._owner is not None:
-                raise ClosedError(
-                    f"this {self.name} executor's {self.what}s belong to process {self._owner}, "
-                    f"from which this process ({os.getpid()}) was forked: a forked process "
-                    "cannot use them. Make a new pool here with envhive.make()"
-                )
+                raise forked_error(f"this {self.name} executor", self._owner)
             raise ClosedError(
                 f"the {self.name} executor is closed (it may have shut down after a {self.what} "
                 "failure)"
