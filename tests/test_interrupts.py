@@ -250,7 +250,7 @@ class InterruptedPost:
 ])
 def test_ctrl_c_between_bookkeeping_and_the_post(what, when):
     """Every dispatch window: the command may or may not have been posted when the Ctrl-C
-    struck. The pool must settle which (``_settle_post``) rather than wait for a command the
+    struck. The pool must settle which (``ProcessExecutor._settle``) rather than wait for a command the
     worker never got, or run one twice."""
     ex = ProcessExecutor(2)
     env = envhive.make([functools.partial(SlowEnv, i, sleep=0.0) for i in range(4)], executor=ex,
