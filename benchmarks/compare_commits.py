@@ -404,8 +404,9 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
                  "peer_rate": _median(samples["peer"]), "samples": samples}
         out["benchmarks"].append(entry)
         errs = sorted({s["error"] for v in samples.values() for s in v if "error" in s})
-        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}, "
-              f"peer {_fmt(entry['peer_rate'])} ({time.perf_counter() - t_start:.0f}s)"
+        peer = "" if peer_spec is None else f", peer {_fmt(entry['peer_rate'])}"
+        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}{peer} "
+              f"({time.perf_counter() - t_start:.0f}s)"
               + (f"; errors: {errs}" if errs else ""), file=sys.stderr, flush=True)
 
 

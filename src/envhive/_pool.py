@@ -155,6 +155,7 @@ class Pool:
         # Closed until fully built: a pool whose construction failed has nothing for close()
         # or __del__ to do (the failing step closed the executor itself).
         self.closed = True
+        self._forked_from: int | None = None  # set in a forked child (_left_by_fork)
         self._launch(factories, device, observation_mode)
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
@@ -178,7 +179,6 @@ class Pool:
         self._device = self.buffers.actions.device if self.resident else None
         if not executor.fork_safe:  # its workers are this process's: see _left_by_fork
             _FORK_BOUND.add(self)
-        self._forked_from: int | None = None
         self.closed = False
 
     def _launch(self, factories: Sequence[EnvFactory], device: Any, observation_mode: Any) -> None:
