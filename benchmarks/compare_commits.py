@@ -33,6 +33,14 @@ Full run (about 4 minutes on 2 cores, estimated from the quick run), from the re
 
     python benchmarks/compare_commits.py --base e95c985 --json benchmarks/results/compare_commits.json
 
+``--matrix`` measures the pool's own cost instead: CartPole-v1 on the serial, thread and
+process executors at 1, 8 and 64 envs, each with sync ``step`` and with EnvPool's async loop
+(``recv()`` a batch of half the envs, ``send`` their actions back by ``info["env_id"]``), plus
+native CartPole, HalfCheetah and Ant at 64 envs (sync); no peers (the ratio that matters is
+head/base). About 15 minutes on 2 cores::
+
+    python benchmarks/compare_commits.py --matrix --base e4b8406 --json /tmp/compare_matrix.json
+
 Smoke run (about a minute)::
 
     python benchmarks/compare_commits.py --quick
@@ -93,6 +101,17 @@ BENCHMARKS: list[dict[str, str]] = [
       for game in ("Pong", "Breakout") for n in (8, 64) for mode in ("sync", "async")),
 ]
 
+#: ``--matrix``: the pool's per-call cost across executors, sizes and sync/async loops.
+MATRIX: list[dict[str, Any]] = [
+    {"name": f"CartPole {kind} x{n} {mode}", "kind": kind, "env_id": "CartPole-v1",
+     "num_envs": n, "mode": mode, "peer": None}
+    for kind in ("serial", "thread", "process") for n in (1, 8, 64) for mode in ("sync", "async")
+] + [
+    {"name": f"native {name} x64 sync", "kind": "native", "env_id": f"envhive/{name}-{v}",
+     "num_envs": 64, "mode": "sync", "peer": None}
+    for name, v in (("CartPole", "v1"), ("HalfCheetah", "v5"), ("Ant", "v5"))
+]
+
 
 # --------------------------------------------------------------------------- worker side
 
@@ -121,24 +140,23 @@ class _GymLoop:
             e.close()
 
 
-def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
-    """(env with reset/step/close, single-env action space) for one runner kind (async kinds:
-    ``batch_size = n / 2``)."""
+def _make(kind: str, env_id: str, n: int, batch_size: int | None = None) -> tuple[Any, Any]:
+    """(env with reset/step/close, single-env action space) for one runner kind (the async
+    kinds ``native_async``/``envpool_async``: ``batch_size = n / 2``)."""
     if kind in ENVHIVE_KINDS:
         import envhive
 
+        kw: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
         if kind == "native_async":
             env = envhive.make(env_id, n, batch_size=max(n // 2, 1), copy=False)
-        elif kind in ("serial", "thread"):
-            env = envhive.make(env_id, n, executor=kind)
-        elif kind == "process":
-            env = envhive.make(env_id, n, executor="process")
+        elif kind in ("serial", "thread", "process"):
+            env = envhive.make(env_id, n, executor=kind, **kw)
         elif kind == "process_parent_slice":
             from envhive.executors import ProcessExecutor
 
-            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True))
+            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True), **kw)
         else:
-            env = envhive.make(env_id, n)
+            env = envhive.make(env_id, n, **kw)
     elif kind == "gym_sync":
         import gymnasium as gym
 
@@ -187,33 +205,39 @@ def _check_tree(tree: str) -> dict[str, Any]:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
-    kind, env_id, n = spec["kind"], spec["env_id"], int(spec.get("num_envs", NUM_ENVS))
+    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``.
+
+    ``mode="sync"``: ``env.step(actions)``. ``mode="async"`` (and the async kinds): EnvPool's
+    loop on a pool with ``batch_size = max(1, n // 2)``: ``recv()`` a batch, ``send`` its
+    actions back to the envs it names (``info["env_id"]``); a call is one recv + one send, and
+    counts ``batch_size`` env-steps."""
+    kind, env_id = spec["kind"], spec["env_id"]
+    n = int(spec.get("num_envs", NUM_ENVS))
+    mode = "async" if kind in ASYNC_KINDS else spec.get("mode", "sync")
     seconds, reps = float(spec["seconds"]), int(spec["reps"])
-    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n}
+    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n, "mode": mode}
     if kind in ENVHIVE_KINDS:
         result.update(_check_tree(spec["tree"]))
     t0 = time.perf_counter()
-    env, space = _make(kind, env_id, n)
+    k = max(1, n // 2) if mode == "async" else n
+    env, space = _make(kind, env_id, n, k if mode == "async" else None)
     try:
-        if kind in ASYNC_KINDS:  # send the half received, receive the next half: one "step"
-            batch = max(n // 2, 1)
-            acts = _actions(space, batch, N_ACTIONS)
+        acts = _actions(space, k, N_ACTIONS)
+        if mode == "async":
             env.async_reset()
-            state = {"ids": env.recv()[-1]["env_id"]}
 
-            def step(a: Any) -> None:
-                env.send(a, state["ids"])
-                state["ids"] = env.recv()[-1]["env_id"]
-            n = batch  # env steps per call
+            def call(i: int) -> None:
+                ids = env.recv()[4]["env_id"]
+                env.send(acts[i % N_ACTIONS], ids)
         else:
             env.reset(seed=0)
-            acts = _actions(space, n, N_ACTIONS)
-            step = env.step
+
+            def call(i: int) -> None:
+                env.step(acts[i % N_ACTIONS])
         warm_end = time.perf_counter() + min(0.5, seconds / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
-            step(acts[i % N_ACTIONS])
+            call(i)
             i += 1
         result["setup_s"] = time.perf_counter() - t0
         rates, calls_per_rep = [], []
@@ -223,12 +247,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             deadline = start + seconds
             while True:
                 for _ in range(10):
-                    step(acts[calls % N_ACTIONS])
+                    call(calls)
                     calls += 1
                 now = time.perf_counter()
                 if now >= deadline:
                     break
-            rates.append(calls * n / (now - start))
+            rates.append(calls * k / (now - start))
             calls_per_rep.append(calls)
     finally:
         env.close()
@@ -358,7 +382,7 @@ def table(entries: list[dict[str, Any]]) -> str:
     lines = ["| benchmark | base steps/s | head steps/s | head/base | peer steps/s | head/peer |",
              "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
-        peer = f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
+        peer = "-" if e["peer"] is None else f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
         lines.append(f"| {e['name']} | {_fmt(e['base'])} | {_fmt(e['head'])} | "
                      f"{_ratio(e['head'], e['base'])} | {peer} | {_ratio(e['head'], e['peer_rate'])} |")
     return "\n".join(lines)
@@ -378,20 +402,21 @@ def _peer_available(kind: str) -> str | None:
 
 def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any]) -> None:
     """Run every benchmark, base and head interleaved, the peer after each pair."""
-    chosen = [b for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()]
-    # A benchmark whose name gives its batch size (Atari x8, x64) runs at that size only.
+    chosen = [b for b in (MATRIX if args.matrix else BENCHMARKS)
+              if not args.only or args.only.lower() in b["name"].lower()]
+    # A benchmark whose name gives its batch size (Atari x8, x64, the matrix) runs at that size.
     benches = [{**b, "num_envs": int(b["num_envs"])} for b in chosen if "num_envs" in b]
     benches += [{**b, "name": f"{b['name']} x{n}" if len(args.num_envs) > 1 else b["name"], "num_envs": n}
                 for b in chosen if "num_envs" not in b for n in args.num_envs]
-    missing = {k: why for k in {b["peer"] for b in benches} if (why := _peer_available(k))}
+    missing = {k: why for k in {b["peer"] for b in benches} - {None} if (why := _peer_available(k))}
     if args.no_peers:
-        missing = {b["peer"]: "not measured (--no-peers)" for b in benches}
+        missing = {b["peer"]: "not measured (--no-peers)" for b in benches if b["peer"] is not None}
     out["peers_missing"] = missing
     t_start = time.perf_counter()
     for b in benches:
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
-                "reps": args.reps, "num_envs": b["num_envs"]}
-        peer_spec = {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
+                "reps": args.reps, "num_envs": b["num_envs"], "mode": b.get("mode", "sync")}
+        peer_spec = None if b["peer"] is None else {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):
             order = [("base", base), ("head", head)]
@@ -399,17 +424,18 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
                 order.reverse()
             for label, tree in order:
                 samples[label].append(run_one(spec, tree, args.timeout))
-            if b["peer"] in missing:
+            if peer_spec is not None and b["peer"] in missing:
                 samples["peer"].append({"error": missing[b["peer"]]})
-            else:
+            elif peer_spec is not None:
                 samples["peer"].append(run_one(peer_spec, None, args.timeout))
         entry = {"name": b["name"], "envhive": spec, "peer": b["peer"], "peer_spec": peer_spec,
                  "base": _median(samples["base"]), "head": _median(samples["head"]),
                  "peer_rate": _median(samples["peer"]), "samples": samples}
         out["benchmarks"].append(entry)
         errs = sorted({s["error"] for v in samples.values() for s in v if "error" in s})
-        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}, "
-              f"peer {_fmt(entry['peer_rate'])} ({time.perf_counter() - t_start:.0f}s)"
+        peer = "" if peer_spec is None else f", peer {_fmt(entry['peer_rate'])}"
+        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}{peer} "
+              f"({time.perf_counter() - t_start:.0f}s)"
               + (f"; errors: {errs}" if errs else ""), file=sys.stderr, flush=True)
 
 
@@ -431,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-envs", type=int, nargs="+", default=[NUM_ENVS],
                     help=f"batch sizes, each benchmark at each (default {NUM_ENVS})")
     ap.add_argument("--no-peers", action="store_true", help="measure base and head only")
+    ap.add_argument("--matrix", action="store_true",
+                    help="the pool's cost: serial/thread/process x 1/8/64 envs x sync/async, "
+                         "native CartPole/HalfCheetah/Ant (see the module docstring)")
     args = ap.parse_args(argv)
 
     if args.worker:
@@ -450,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "command": [Path(sys.executable).name, *sys.argv],
         "machine": machine_info(),
-        "num_envs": args.num_envs, "repeats": args.repeats, "reps": args.reps,
+        "num_envs": None if args.matrix else args.num_envs, "matrix": args.matrix,
+        "repeats": args.repeats, "reps": args.reps,
         "seconds": args.seconds, "quick": args.quick,
         "unit": "env-steps per second (calls x num_envs / s); medians over repeats",
         "setup_commands": [], "benchmarks": [],
@@ -471,8 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
+    envs = "num_envs as named" if args.matrix else f"{args.num_envs} envs unless the name says"
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{args.num_envs} envs unless the name says, env-steps/s", file=sys.stderr)
+          f"{envs}, env-steps/s; load {out['machine'].get('loadavg_start')} -> "
+          f"{out['machine']['loadavg_end']}", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

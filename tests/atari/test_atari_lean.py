@@ -1,5 +1,5 @@
-"""The lean async path (``Executor.take_finished`` in ``Pool.recv``, ``Pool._send_ids`` in
-``Pool.send``) against the general one, on the native Atari engine.
+"""The lean async paths (``Executor.take_finished`` in ``Pool.recv``, ``FastPaths.send_ids`` in
+``Pool.send``; see ``envhive._paths``) against the general one, on the native Atari engine.
 
 Which envs a ``recv`` returns depends on which finished first, so each run here waits, before
 every ``recv``, until the workers have finished everything sent: the engine then takes every
@@ -9,6 +9,8 @@ same books. The general run is the same pool with the lean routes switched off.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -66,7 +68,7 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
     pool = env._pool
     taken = []
     if lean:
-        take = pool._take_finished
+        take = pool._paths.take_finished
         assert take is not None  # the native Atari engine offers it
 
         def counted(k):
@@ -74,10 +76,9 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
             taken.append(got is not None)
             return got
 
-        m.setattr(pool, "_take_finished", counted)
-    else:  # the lean routes off (each name must exist: else the runs would both be lean)
-        m.setattr(pool, "_take_finished", None)
-        m.setattr(pool, "_lean_send", False)
+        pool._paths = dataclasses.replace(pool._paths, take_finished=counted)
+    else:
+        pool._paths = pool._paths.without("lean_recv", "lean_send")
     rng = np.random.default_rng(script_seed)
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))
@@ -102,7 +103,7 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
         env.send(acts.tolist() if rng.random() < 0.2 else acts, ids)
     books = pool._books
     state = (books.status.tolist(), books.in_flight, books.resets_in_flight, list(books.ready),
-             pool.env_steps, pool._ended.tolist(), pool._num_ended, pool._broken.tolist())
+             pool.env_steps, pool._life.ended.tolist(), pool._life.num_ended, pool._life.broken.tolist())
     env.close()
     return out, state, taken
 
@@ -156,7 +157,7 @@ def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on():
             env.recv()
     # The error came once every env it arrived with was booked: env 1 is broken, and a reset
     # brings the pool back.
-    assert pool._broken[1] and pool._books.status[1] == IDLE
+    assert pool._life.broken[1] and pool._books.status[1] == IDLE
     if pool.pending:
         pool.wait(timeout=30)  # the others' rows
     env.reset(seed=1)
@@ -168,7 +169,7 @@ def test_send_ids_accepts_only_what_the_general_path_accepts():
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=2)
     env.reset(seed=0)
     pool = env._pool
-    ok = pool._send_ids(np.zeros(2, np.int64), np.array([3, 1]))
+    ok = pool._paths.send_ids(np.zeros(2, np.int64), np.array([3, 1]), pool._books.status)
     assert ok is not None and ok.tolist() == [3, 1] and ok.dtype == np.int64
     for acts, ids in [
         (np.zeros(2, np.int64), np.array([1, 1])),  # an env twice
@@ -182,7 +183,7 @@ def test_send_ids_accepts_only_what_the_general_path_accepts():
         (np.zeros(2, np.int64), [0, 1]),  # not an array: the general path converts it
         (np.zeros(0, np.int64), np.zeros(0, np.int64)),
     ]:
-        assert pool._send_ids(acts, ids) is None, (acts, ids)
+        assert pool._paths.send_ids(acts, ids, pool._books.status) is None, (acts, ids)
     env.send(np.zeros(2, np.int64), np.array([0, 1]))
-    assert pool._send_ids(np.zeros(2, np.int64), np.array([1, 2])) is None  # env 1 is pending
+    assert pool._paths.send_ids(np.zeros(2, np.int64), np.array([1, 2]), pool._books.status) is None  # env 1 is pending
     env.close()

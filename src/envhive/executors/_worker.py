@@ -281,7 +281,7 @@ def _serve(
         seq = int(ctrl.seq[w])
         if seq == seen:
             # A spare post (the parent re-posted a command a Ctrl-C may have cut short,
-            # ProcessExecutor._settle_post): no new command, nothing to do.
+            # ProcessExecutor._settle): no new command, nothing to do.
             continue
         seen = seq
         if kind != CMD_RUN:  # a Call or a SetAttr, always with its message
