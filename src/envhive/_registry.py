@@ -114,7 +114,7 @@ def list_envs() -> list[str]:
 
 def builtin_ids() -> list[str]:
     """The ids envhive itself implements (kernels and the MuJoCo envs)."""
-    return sorted({*compiled_ids(), *_BUILTIN})
+    return sorted({*compiled_ids(prefix="envhive/"), *_BUILTIN})
 
 
 def _load(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:

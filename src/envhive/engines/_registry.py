@@ -99,6 +99,9 @@ class EngineKind:
             entries, called the first time ids are listed (for kinds whose ids come from
             data, e.g. the ROMs a package ships; it must not import ``needs``); ``None``:
             the entries are given to :func:`register_kind`.
+        prefix: every id of the kind starts with it (``"envpool/"``); its lazy ``entries``
+            are then listed only when such an id is looked up or every id is listed
+            (``None``: whenever any id is).
 
     Examples:
         >>> EngineKind("x", "pkg.mod:factory", "numpy").peers is None
@@ -110,6 +113,7 @@ class EngineKind:
     needs: str
     peers: str | None = None
     entries: str | None = None
+    prefix: str | None = None
 
 
 _KINDS: dict[str, EngineKind] = {}
@@ -139,10 +143,15 @@ def _add(entry: CompiledEnv) -> None:
     _COMPILED[entry.id] = entry
 
 
-def _listed() -> dict[str, CompiledEnv]:
-    """Every entry, after listing the kinds whose entries are listed lazily."""
-    while _PENDING:
-        kind = _PENDING.pop(0)
+def _listed(prefix: str | None = None) -> dict[str, CompiledEnv]:
+    """Every entry, after listing the kinds whose entries are listed lazily (with ``prefix``:
+    only the kinds whose ids may start with it)."""
+    for kind in list(_PENDING):
+        if prefix is not None and kind.prefix is not None and not (
+            prefix.startswith(kind.prefix) or kind.prefix.startswith(prefix)
+        ):
+            continue
+        _PENDING.remove(kind)
         assert kind.entries is not None
         for e in load_entry_point(kind.entries)():
             _add(e)
@@ -172,14 +181,20 @@ def engine_kinds() -> list[str]:
     return list(_KINDS)
 
 
-def compiled_ids(engine: str | None = None) -> list[str]:
-    """The compiled ids (of one engine kind, or all), sorted.
+def compiled_ids(engine: str | None = None, prefix: str | None = None) -> list[str]:
+    """The compiled ids (of one engine kind, or all; with ``prefix``, those starting with it),
+    sorted.
 
     Examples:
         >>> compiled_ids("mujoco")[:2]
         ['envhive/Ant-v5', 'envhive/HalfCheetah-v5']
+        >>> compiled_ids(prefix="envhive/Cart")
+        ['envhive/CartPole-v1']
     """
-    return sorted(i for i, e in _listed().items() if engine is None or e.engine == engine)
+    kind = _KINDS.get(engine) if engine is not None else None
+    listed = _listed(prefix if prefix is not None else kind.prefix if kind is not None else None)
+    return sorted(i for i, e in listed.items() if (engine is None or e.engine == engine)
+                  and (prefix is None or i.startswith(prefix)))
 
 
 def compiled_env(env_id: str) -> CompiledEnv | None:
@@ -190,7 +205,7 @@ def compiled_env(env_id: str) -> CompiledEnv | None:
         'envhive.kernels.classic._cartpole:CartPoleKernel'
     """
     entry = _COMPILED.get(env_id)
-    return entry if entry is not None or not _PENDING else _listed().get(env_id)
+    return entry if entry is not None or not _PENDING else _listed(env_id).get(env_id)
 
 
 def native_factory(
@@ -288,3 +303,8 @@ register_kind(
                peers="envhive.executors._atari_factory:bench_peers",
                entries="envhive.envs.atari._options:atari_entries"),
 )
+
+# Families that register themselves from their package's ``_family.py`` (a light module).
+# Until the registry discovers them itself, each is named here.
+for _family in ("envhive.envs.envpool._family",):
+    importlib.import_module(_family)
