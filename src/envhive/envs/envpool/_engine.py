@@ -371,7 +371,7 @@ class EnvPoolEngine:
         ops = b.ops
         plain = not np.count_nonzero(ops == RESET)
         stepped = actions if plain else actions[ops != RESET]
-        if not self._codec.in_bounds(stepped):  # type: ignore[attr-defined]
+        if stepped.size and not self._codec.in_bounds(stepped):  # type: ignore[attr-defined]
             return _result(StepAllResult, (self._first_bad(actions, ops), 0, None, None))
         if actions is not b.actions:
             b.actions[...] = actions

@@ -1,0 +1,1 @@
+"""Placeholder (the alias comes later)."""
