@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._extras import require
 from envhive._infos import InfoTable
 from envhive._ops import RESET, STEP_RESET
 from envhive._report import Completion, EnvProps
@@ -57,23 +56,19 @@ from envhive._spaces import codec_for
 from envhive.engines._batched import refuse_reset_options
 from envhive.engines._protocol import StepAllResult
 from envhive.envs.envpool._layout import Layout
+from envhive.envs.envpool._real import envpool_module, real_envpool
 from envhive.errors import ConfigError, EnvWorkerError
 
 if TYPE_CHECKING:
     from envhive.engines import AsyncEngine, Engine
 
-__all__ = ["EnvPoolEngine", "INT32_SEEDS", "WRAPPER_KEYS"]
+__all__ = ["EnvPoolEngine", "INT32_SEEDS", "WRAPPER_KEYS", "envpool_module"]
 
 #: Seeds EnvPool takes: ``-2**31 <= seed < 2**31`` (its ``make`` asserts it).
 INT32_SEEDS = 2**31
 #: ``make`` keywords EnvPool's Python wrapper keeps for itself (rendering).
 WRAPPER_KEYS = ("render_mode", "render_env_id", "render_width", "render_height", "render_camera_id")
 _result = tuple.__new__  # StepAllResult(...) without the NamedTuple's Python frame
-
-
-def envpool_module() -> Any:
-    """``import envpool`` (EnvPool's registry and families), or the error naming the extra."""
-    return require("envpool", "envpool", "EnvPool's engines (envpool/<id> ids)")
 
 
 def random_seeds(count: int) -> list[int]:
@@ -123,7 +118,8 @@ class EnvPoolEngine:
         self.num_threads = max(1, min(num_threads or cores, n))
         ep = envpool_module()
         spec_kwargs = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
-        self.layout = layout = Layout(ep.make_spec(task_id, num_envs=n, **spec_kwargs))
+        with real_envpool():
+            self.layout = layout = Layout(ep.make_spec(task_id, num_envs=n, **spec_kwargs))
         self._multi = layout.players > 1
         self.props = EnvProps(layout.observation_space, layout.action_space,
                               {"render_modes": ["rgb_array"]}, kwargs.get("render_mode"), None, layout.agents)
@@ -152,8 +148,9 @@ class EnvPoolEngine:
         self._close_pool()
         ep = envpool_module()
         batch = 1 if self._multi else self.num_envs
-        self._pool = ep.make_gymnasium(self.task_id, num_envs=self.num_envs, batch_size=batch,
-                                       num_threads=self.num_threads, env_seed=seeds, **self._kwargs)
+        with real_envpool():
+            self._pool = ep.make_gymnasium(self.task_id, num_envs=self.num_envs, batch_size=batch,
+                                           num_threads=self.num_threads, env_seed=seeds, **self._kwargs)
         self._done[:] = True
         self._touched[:] = False
 
@@ -443,7 +440,8 @@ class EnvPoolEngine:
         if name == "render":
             self._settle()
             self._ensure_pool()
-            frames = self._pool.render(np.array(ids, np.int32))
+            with real_envpool():
+                frames = self._pool.render(np.array(ids, np.int32))
             return [None] * len(ids) if frames is None else list(frames)
         p = self.props
         known = {"observation_space": p.observation_space, "action_space": p.action_space,
@@ -462,8 +460,9 @@ class EnvPoolEngine:
         # of a call still in flight.
         pool, self._pool, self._flight = self._pool, None, None
         if pool is not None:
-            pool.close()
-            del pool
+            with real_envpool():
+                pool.close()
+                del pool
 
     def close(self) -> None:
         """Release EnvPool's pool (its threads finish their op and are joined). Idempotent."""

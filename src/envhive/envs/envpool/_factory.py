@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 
 from envhive.engines._registry import CompiledEnv
-from envhive.envs.envpool._engine import WRAPPER_KEYS, envpool_module
+from envhive.envs.envpool._engine import WRAPPER_KEYS
+from envhive.envs.envpool._real import envpool_module, real_envpool
 from envhive.errors import ConfigError, UnexpectedKeywordError
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ def check_kwargs(task_id: str, kwargs: dict[str, Any]) -> None:
             raise ConfigError(f"envpool/{task_id}: {key} is envhive's to decide "
                               "(make(num_envs=..., batch_size=..., num_workers=...)), not an env keyword")
     ep = envpool_module()
-    config = ep.make_spec(task_id).config
+    with real_envpool():
+        config = ep.make_spec(task_id).config
     known = set(config._fields) | set(WRAPPER_KEYS) | {"from_pixels"}
     for key in kwargs:
         if key not in known:
@@ -119,7 +121,9 @@ def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Calla
     assert task is not None
 
     def build() -> Any:
-        return _EnvPoolPeer(envpool_module().make_gymnasium(task, num_envs=num_envs, seed=0), num_envs)
+        ep = envpool_module()
+        with real_envpool():
+            return _EnvPoolPeer(ep.make_gymnasium(task, num_envs=num_envs, seed=0), num_envs)
 
     return [("EnvPool", task, build)]
 

@@ -1,0 +1,163 @@
+"""How ``envhive.envpool`` lays out a pool's :class:`~envhive._batch.Batch` as EnvPool does.
+
+* infos (both APIs): ``env_id`` and ``players.env_id`` (int32) first, then the spec's info keys
+  in its order, nested at their dots (``info["players"]["env_id"]``), then ``elapsed_step``;
+  no gymnasium ``_key`` masks. Values are the engine's info columns in the spec's dtypes
+  (a key an op did not report reads 0); ``elapsed_step`` is counted here for engines that do
+  not report it (the kernels, MuJoCo), and Acrobot's ``state`` (its two joint angles) is read
+  from the observation's cosines and sines.
+* gym: ``(obs, reward (float32), terminated, truncated, info)``; ``(obs, info)`` for resets.
+* dm: ``TimeStep(step_type (int32), reward (float32), discount (float32), observation)``,
+  the observation EnvPool's ``State`` namedtuple of the observation and the infos. The
+  discount is EnvPool's: its engine's own value; else ``0.0`` at the end of an episode
+  (termination or time limit, as EnvPool's gym-style families give it) and, with Atari's
+  ``zero_discount_on_life_loss``, also where the ``lives`` info changed.
+* multi-player envs: one row per player present (the agent axis' active rows, env by env),
+  ``info["players"]["env_id"]`` saying whose.
+
+Examples:
+    >>> Counters(2, elapsed=True).elapsed is not None
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envhive._batch import Batch
+from envhive._infos import Column
+from envhive._spaces import tree_map
+from envhive.envpool._routes import Arrays, Route
+from envhive.envpool._spec import nest, to_namedtuple
+
+__all__ = ["Counters", "Layouter"]
+
+
+class Counters:
+    """What the front end keeps per env: ``elapsed_step`` (when it counts it) and the last
+    ``lives`` (for ``zero_discount_on_life_loss``)."""
+
+    def __init__(self, n: int, elapsed: bool, lives: bool = False) -> None:
+        self.elapsed = np.zeros(n, np.int32) if elapsed else None
+        self.lives = np.zeros(n, np.int64) if lives else None
+
+    def update(self, b: Batch, lives: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Advance for batch ``b``; returns its rows' ``(elapsed_step, life lost)``."""
+        ids, first = b.env_ids, b.is_reset
+        elapsed = lost = None
+        if self.elapsed is not None:
+            elapsed = np.where(first, 0, self.elapsed[ids] + 1).astype(np.int32)
+            self.elapsed[ids] = elapsed
+        if self.lives is not None and lives is not None:
+            lost = ~first & (self.lives[ids] != lives)
+            self.lives[ids] = lives
+        return elapsed, lost
+
+
+class Layouter:
+    """Lays out batches of one spec's pool (see the module docstring)."""
+
+    def __init__(self, arrays: Arrays, route: Route, n: int) -> None:
+        self.arrays, self.route = arrays, route
+        self.specs = dict(arrays.state)
+        self.players = arrays.players
+        self.counters = Counters(n, route.elapsed, route.life_loss)
+        self.obs_names = [k.split(":", 1)[1] if ":" in k else k for k, _ in arrays.state
+                          if k == "obs" or k.startswith("obs:")]
+        self._state_fields: list[str] | None = None
+
+    # -- infos ---------------------------------------------------------------------------------
+    def _column(self, b: Batch, name: str) -> np.ndarray:
+        spec = self.specs[f"info:{name}"]
+        col = b.infos.get(name)
+        values = col.values if isinstance(col, Column) and isinstance(col.values, np.ndarray) else None
+        if values is None:
+            shape = [s for s in spec.shape if s != -1]
+            return np.zeros((b.env_ids.size, *shape), spec.dtype)
+        return values.astype(spec.dtype, copy=False)
+
+    def infos(self, b: Batch) -> tuple[dict[str, Any], np.ndarray | None]:
+        """The batch's infos, flat (dotted keys, in the spec's order, ``elapsed_step`` last),
+        and which rows lost a life (Atari with ``zero_discount_on_life_loss``)."""
+        flat: dict[str, Any] = {"env_id": b.env_ids.astype(np.int32), "players.env_id": b.env_ids.astype(np.int32)}
+        for name in self.arrays.info_names:
+            if name == "state" and self.route.acrobot:
+                obs = b.obs
+                flat[name] = np.stack([np.arctan2(obs[:, 1], obs[:, 0]), np.arctan2(obs[:, 3], obs[:, 2])],
+                                      axis=1).astype(np.float32)
+            else:
+                flat[name] = self._column(b, name)
+        lives = flat.get("lives") if self.route.life_loss else None
+        elapsed, lost = self.counters.update(b, lives)
+        if elapsed is None:
+            col = b.infos.get("elapsed_step")
+            elapsed = (col.values.astype(np.int32) if isinstance(col, Column) and isinstance(col.values, np.ndarray)
+                       else np.zeros(b.env_ids.size, np.int32))
+        flat["elapsed_step"] = elapsed
+        return flat, lost
+
+    # -- multi-player rows -----------------------------------------------------------------------
+    def player_rows(self, b: Batch, flat: dict[str, Any]) -> tuple[Any, np.ndarray, dict[str, Any]]:
+        """A multi-player batch as EnvPool's player rows: ``(obs, reward, infos)``."""
+        assert b.agents is not None
+        er, pr = np.nonzero(np.asarray(b.agents.active))
+        obs = tree_map(lambda a: a[er, pr], b.obs)
+        reward = b.reward[er, pr]
+        rows = dict(flat)
+        rows["players.env_id"] = b.env_ids[er].astype(np.int32)
+        for key, value in flat.items():
+            if key.startswith("players.") and key != "players.env_id" and np.ndim(value) >= 2:
+                rows[key] = value[er, pr]
+        return obs, reward, rows
+
+    # -- gym -----------------------------------------------------------------------------------
+    def gym(self, b: Batch, reset: bool) -> Any:
+        """``(obs, info)`` or ``(obs, reward, terminated, truncated, info)``."""
+        flat, _ = self.infos(b)
+        obs, reward = b.obs, b.reward
+        if self.players > 1:
+            obs, reward, flat = self.player_rows(b, flat)
+        info = nest({k: v for k, v in flat.items() if k != "elapsed_step"})
+        info["elapsed_step"] = flat["elapsed_step"]
+        if reset:
+            return obs, info
+        return obs, reward.astype(np.float32), b.terminated.copy(), b.truncated.copy(), info
+
+    # -- dm --------------------------------------------------------------------------------------
+    def _state(self, obs: Any, flat: dict[str, Any]) -> Any:
+        values: dict[str, Any] = {}
+        for key, _ in self.arrays.state:
+            if key == "obs":
+                values["obs"] = obs
+            elif key.startswith("obs:"):
+                node = obs
+                for part in key[4:].split("."):
+                    node = node[part]
+                values[key[4:]] = node
+            elif key.startswith("info:"):
+                values[key[5:]] = flat[key[5:]]
+        return to_namedtuple("State", nest(values))
+
+    def dm(self, b: Batch) -> Any:
+        """EnvPool's ``TimeStep``."""
+        import dm_env
+
+        flat, lost = self.infos(b)
+        obs, reward = b.obs, b.reward
+        step_type = b.step_type.astype(np.int32)
+        if self.route.envpool:
+            col = b.infos.get("discount")
+            discount = (col.values.astype(np.float32) if isinstance(col, Column) and isinstance(col.values, np.ndarray)
+                        else np.ones(b.env_ids.size, np.float32))
+        else:
+            discount = np.where(b.terminated | b.truncated, 0.0, 1.0).astype(np.float32)
+            if lost is not None:
+                discount[lost] = 0.0
+        if self.players > 1:
+            er, _ = np.nonzero(np.asarray(b.agents.active))  # type: ignore[union-attr]
+            obs, reward, flat = self.player_rows(b, flat)
+            discount = discount[er]
+        return dm_env.TimeStep(step_type=step_type, reward=reward.astype(np.float32), discount=discount,
+                               observation=self._state(obs, flat))
