@@ -82,7 +82,10 @@ class Layouter:
         """The batch's infos, flat (dotted keys, in the spec's order, ``elapsed_step`` last),
         and which rows lost a life (Atari with ``zero_discount_on_life_loss``)."""
         flat: dict[str, Any] = {"env_id": b.env_ids.astype(np.int32), "players.env_id": b.env_ids.astype(np.int32)}
-        for name in self.arrays.info_names:
+        names = self.arrays.info_names
+        if self.route.built is not None:  # a pool built elsewhere: its infos as they come
+            flat.update({k: c.values for k, c in b.infos.items() if isinstance(c, Column) and k != "elapsed_step"})
+        for name in names:
             if name == "state" and self.route.acrobot:
                 obs = b.obs
                 flat[name] = np.stack([np.arctan2(obs[:, 1], obs[:, 0]), np.arctan2(obs[:, 3], obs[:, 2])],

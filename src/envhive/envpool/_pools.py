@@ -368,3 +368,28 @@ def pool_class(name: str, base: type, module: str) -> type:
         'XGymnasiumEnvPool'
     """
     return type(name, (base,), {"__module__": module})
+
+
+def from_pool(pool: Any, name: str, api: str) -> EnvPoolBase:
+    """EnvPool's API over a pool built by ``envhive.make(..., api="envpool" | "envpool_dm")``:
+    a generic spec (EnvPool's common config keys) of the pool's spaces; infos as the engine
+    reports them.
+
+    Examples:
+        >>> import envhive
+        >>> env = envhive.make("CartPole-v1", 2, api="envpool", seed=0)
+        >>> obs, info = env.reset()
+        >>> type(env).__name__, obs.shape
+        ('GymnasiumEnvPool', (2, 4))
+        >>> env.close()
+    """
+    from envhive.envpool._families import COMMON
+    from envhive.envpool._spec import spec_class
+
+    if pool.agents:
+        raise ConfigError(f"api={api!r}: lays out single-agent pools; for EnvPool's multi-player ids use "
+                          "envhive.envpool.make_gym(...) or agent_layout='flat' with api='gymnasium'")
+    cls = spec_class("EnvSpec", "pool", list(COMMON), list(COMMON.values()))
+    config = cls.gen_config(num_envs=pool.num_envs, batch_size=pool.batch_size if pool.batch_size != pool.num_envs else 0)
+    spec = cls(config, _task_id=name, _built=pool)
+    return (GymnasiumEnvPool if api == "envpool" else DMEnvPool)(spec)

@@ -90,9 +90,13 @@ class Route:
     render: bool = False
     task_id: str | None = None
     wrapper: dict[str, Any] = field(default_factory=dict)
+    #: A pool built already (``envhive.make(..., api="envpool")``): the route only lays it out.
+    built: Any = None
 
     def arrays(self) -> Arrays:
         """The spec's arrays on this route."""
+        if self.built is not None:
+            return _pool_arrays(self.built)
         if self.envpool:
             return _envpool_arrays(self.task_id or "", _freeze(self.env_kwargs))
         return _own_arrays(self.engine_id, _freeze(self.env_kwargs), self.max_episode_steps, self.acrobot)
@@ -100,6 +104,9 @@ class Route:
     def pool(self, num_envs: int, batch_size: int, seeds: list[int], num_threads: int, executor: str | None) -> Any:
         """The envhive pool of this route (next_step autoreset, EnvPool's)."""
         import envhive
+
+        if self.built is not None:
+            return self.built
 
         kwargs = dict(self.env_kwargs)
         seed: Any = None
@@ -182,6 +189,12 @@ def _own_arrays(engine_id: str, kwargs: tuple[tuple[str, Any], ...], max_steps: 
     return Arrays(state, _action_arrays(act_space), obs_space, act_space, names)
 
 
+def _pool_arrays(pool: Any) -> Arrays:
+    """The arrays of a pool built elsewhere: its spaces; its infos as they come."""
+    state = list(_FIXED) + space_arrays(pool.observation_space, "obs")
+    return Arrays(state, _action_arrays(pool.action_space), pool.observation_space, pool.action_space, [])
+
+
 @functools.lru_cache(maxsize=64)
 def _envpool_arrays(task_id: str, kwargs: tuple[tuple[str, Any], ...]) -> Arrays:
     """EnvPool's own spec of ``task_id`` with config values ``kwargs``."""
@@ -230,6 +243,9 @@ def _envpool_route(spec: EnvSpec, task_id: str, config: Any, why: str) -> Route:
 def route_of(spec: EnvSpec) -> Route:
     """The route of ``spec`` (see the module docstring)."""
     config = spec.config
+    built = getattr(spec, "_built", None)
+    if built is not None:
+        return Route(getattr(spec, "_task_id", None) or "pool", {}, None, elapsed=True, built=built)
     cls = type(spec).__name__
     task_id = getattr(spec, "_task_id", None) or _task_of(cls, config)
     fam = OWN.get(cls)

@@ -195,9 +195,12 @@ class EnvSpec:
     family: str = ""
 
     def __init__(self, config: Sequence[Any], *, _task_id: str | None = None,
-                 _wrapper: dict[str, Any] | None = None, _executor: str | None = None) -> None:
-        # envhive's: the id it was made for, EnvPool's render keywords, the executor asked for.
+                 _wrapper: dict[str, Any] | None = None, _executor: str | None = None,
+                 _built: Any = None) -> None:
+        # envhive's: the id it was made for, EnvPool's render keywords, the executor asked for,
+        # a pool built already (api="envpool").
         self._task_id, self._wrapper, self._executor = _task_id, dict(_wrapper or {}), _executor
+        self._built = _built
         values = tuple(config)
         if len(values) != len(self._config_keys):
             raise ConfigError(f"{type(self).__name__}: expected {len(self._config_keys)} config values, "
