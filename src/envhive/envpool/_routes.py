@@ -156,13 +156,15 @@ def _action_arrays(space: gym.Space) -> list[tuple[str, ArraySpec]]:
 
 
 def _info_spec(value: Any) -> ArraySpec:
+    """A scalar info is one value per player (EnvPool's shape ``[-1]``), an array its shape."""
     arr = np.asarray(value)
+    shape = list(arr.shape) or [-1]
     if arr.dtype.kind in "iu":
         info = np.iinfo(arr.dtype)
-        return ArraySpec(arr.dtype, list(arr.shape), (int(info.min), int(info.max)))
+        return ArraySpec(arr.dtype, shape, (int(info.min), int(info.max)))
     if arr.dtype.kind == "b":
-        return ArraySpec(arr.dtype, list(arr.shape), (False, True))
-    return ArraySpec(arr.dtype, list(arr.shape), (-math.inf, math.inf))
+        return ArraySpec(arr.dtype, shape, (False, True))
+    return ArraySpec(arr.dtype, shape, (-math.inf, math.inf))
 
 
 @functools.lru_cache(maxsize=64)

@@ -202,6 +202,11 @@ class EnvSpec:
         self._task_id, self._wrapper, self._executor = _task_id, dict(_wrapper or {}), _executor
         self._built = _built
         values = tuple(config)
+        if "batch_size" in self._config_keys and "num_envs" in self._config_keys:
+            # EnvPool's spec reads batch_size 0 as num_envs (sync mode) and says so
+            b, n = self._config_keys.index("batch_size"), self._config_keys.index("num_envs")
+            if len(values) == len(self._config_keys) and values[b] == 0:
+                values = (*values[:b], values[n], *values[b + 1:])
         if len(values) != len(self._config_keys):
             raise ConfigError(f"{type(self).__name__}: expected {len(self._config_keys)} config values, "
                               f"got {len(values)}")

@@ -25,13 +25,14 @@ import numpy as np
 from envhive.envpool._errors import EnvPoolAssertionError
 from envhive.envpool._families import own_ids
 from envhive.envpool.python.protocol import DMEnvPool, EnvSpec, GymnasiumEnvPool
-from envhive.envs.envpool._ids import envpool_dir, registrations
+from envhive.envs.envpool._ids import asset_base_path, envpool_dir, registrations
 
 __all__ = ["EnvRegistry", "registry", "register", "make", "make_dm", "make_gym", "make_gymnasium",
            "make_spec", "list_all_envs", "base_path", "package_base_path"]
 
-#: EnvPool's asset root (its package directory), or "" without envpool.
-base_path = package_base_path = envpool_dir() or ""
+#: EnvPool's package directory and asset root ("" without envpool).
+package_base_path = envpool_dir() or ""
+base_path = asset_base_path()
 _INT32 = 2**31
 
 

@@ -36,7 +36,8 @@ from typing import Any
 
 from envhive.engines._registry import CompiledEnv
 
-__all__ = ["Registration", "registrations", "envpool_dir", "envpool_entries", "PREFIX", "family_of_path"]
+__all__ = ["Registration", "registrations", "envpool_dir", "envpool_entries", "PREFIX", "family_of_path",
+           "asset_base_path"]
 
 #: envhive's ids for EnvPool's engines: ``envpool/<EnvPool id>``.
 PREFIX = "envpool/"
@@ -76,6 +77,25 @@ def envpool_dir() -> str | None:
     return str(next(iter(spec.submodule_search_locations)))
 
 
+def asset_base_path() -> str:
+    """EnvPool's ``base_path``, found as EnvPool finds it: ``$ENVPOOL_ASSETS_PATH``, else the
+    package itself when it holds every asset, else the ``envpool_assets`` package ("" without
+    envpool)."""
+    override = os.environ.get("ENVPOOL_ASSETS_PATH")
+    if override:
+        return os.path.abspath(override)
+    root = envpool_dir()
+    if root is None:
+        return ""
+    local = ("atari/roms", "gfootball/assets", "mujoco/assets_dmc", "procgen/assets", "vizdoom/maps")
+    if all(os.path.exists(os.path.join(root, p)) for p in local):
+        return os.path.abspath(root)
+    spec = importlib.util.find_spec("envpool_assets")
+    if spec is not None and spec.submodule_search_locations:
+        return os.path.abspath(next(iter(spec.submodule_search_locations)))
+    return os.path.abspath(root)
+
+
 def family_of_path(import_path: str) -> str:
     """The family of an EnvPool module path: its part after ``envpool.``.
 
@@ -95,7 +115,7 @@ class _Reader:
         stand_in = types.ModuleType("envpool.registration")
         stand_in.register = self._register  # type: ignore[attr-defined]
         stand_in.asset_base_path = self._asset_base_path  # type: ignore[attr-defined]
-        stand_in.base_path = root  # type: ignore[attr-defined]
+        stand_in.base_path = asset_base_path()  # type: ignore[attr-defined]
         stand_in.package_base_path = root  # type: ignore[attr-defined]
         self._modules: dict[str, types.ModuleType] = {"envpool.registration": stand_in}
         self._builtins = dict(vars(builtins))
@@ -117,7 +137,7 @@ class _Reader:
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             return os.path.abspath(next(iter(spec.submodule_search_locations)))
-        return self.root
+        return asset_base_path()
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                 level: int = 0) -> Any:
