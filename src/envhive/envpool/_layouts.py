@@ -28,6 +28,7 @@ import numpy as np
 
 from envhive._batch import Batch
 from envhive._infos import Column
+from envhive._ops import RESET
 from envhive._spaces import tree_map
 from envhive.envpool._routes import Arrays, Route
 from envhive.envpool._spec import nest, to_namedtuple
@@ -42,15 +43,42 @@ class Counters:
     def __init__(self, n: int, elapsed: bool, lives: bool = False) -> None:
         self.elapsed = np.zeros(n, np.int32) if elapsed else None
         self.lives = np.zeros(n, np.int64) if lives else None
+        self._uniform: Any = None  # the last read-only (uniform) op array seen
 
     def update(self, b: Batch, lives: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Advance for batch ``b``; returns its rows' ``(elapsed_step, life lost)``."""
-        ids, first = b.env_ids, b.is_reset
+        ids, op = b.env_ids, b.op
         elapsed = lost = None
-        if self.elapsed is not None:
-            elapsed = np.where(first, 0, self.elapsed[ids] + 1).astype(np.int32)
-            self.elapsed[ids] = elapsed
+        counted = self.elapsed
+        # Rows that all ran one op share a read-only op array (Batch.op): no mask to build.
+        if op is not self._uniform:
+            if op.flags.writeable:
+                uniform = False
+            else:
+                self._uniform, uniform = op, True
+        else:
+            uniform = True
+        uniform = uniform and b.has_final is None
+        first = None if uniform else b.is_reset
+        if counted is not None:
+            if ids.size == counted.size:  # every env, in env order (step, reset, wait)
+                if first is None:
+                    if op[0] == RESET:
+                        counted.fill(0)
+                    else:
+                        np.add(counted, 1, out=counted)
+                else:
+                    counted += 1
+                    counted[first] = 0
+                elapsed = counted.copy()
+            else:
+                if first is None:
+                    first = b.is_reset
+                elapsed = np.where(first, 0, counted[ids] + 1).astype(np.int32)
+                counted[ids] = elapsed
         if self.lives is not None and lives is not None:
+            if first is None:
+                first = b.is_reset
             lost = ~first & (self.lives[ids] != lives)
             self.lives[ids] = lives
         return elapsed, lost
@@ -64,40 +92,46 @@ class Layouter:
         self.specs = dict(arrays.state)
         self.players = arrays.players
         self.counters = Counters(n, route.elapsed, route.life_loss)
+        self._ids32 = np.arange(n, dtype=np.int32)
         self.obs_names = [k.split(":", 1)[1] if ":" in k else k for k, _ in arrays.state
                           if k == "obs" or k.startswith("obs:")]
-        self._state_fields: list[str] | None = None
+        # Dotted info names other than players.env_id (multi-player ids): nest() every call.
+        self._nested = any("." in name for name in arrays.info_names) or route.built is not None
+        self._n = n
+        # Per info name: its dtype and the shape of one row (a key an op did not report is 0).
+        self._plan = []
+        for name in arrays.info_names:
+            spec = self.specs[f"info:{name}"]
+            self._plan.append((name, np.dtype(spec.dtype), tuple(s for s in spec.shape if s != -1)))
 
     # -- infos ---------------------------------------------------------------------------------
-    def _column(self, b: Batch, name: str) -> np.ndarray:
-        spec = self.specs[f"info:{name}"]
-        col = b.infos.get(name)
-        values = col.values if isinstance(col, Column) and isinstance(col.values, np.ndarray) else None
-        if values is None:
-            shape = [s for s in spec.shape if s != -1]
-            return np.zeros((b.env_ids.size, *shape), spec.dtype)
-        return values.astype(spec.dtype, copy=False)
-
     def infos(self, b: Batch) -> tuple[dict[str, Any], np.ndarray | None]:
         """The batch's infos, flat (dotted keys, in the spec's order, ``elapsed_step`` last),
         and which rows lost a life (Atari with ``zero_discount_on_life_loss``)."""
-        flat: dict[str, Any] = {"env_id": b.env_ids.astype(np.int32), "players.env_id": b.env_ids.astype(np.int32)}
-        names = self.arrays.info_names
-        if self.route.built is not None:  # a pool built elsewhere: its infos as they come
-            flat.update({k: c.values for k, c in b.infos.items() if isinstance(c, Column) and k != "elapsed_step"})
-        for name in names:
-            if name == "state" and self.route.acrobot:
+        ids = b.env_ids
+        rows = ids.size
+        env_id = self._ids32.copy() if rows == self._n else ids.astype(np.int32)
+        flat: dict[str, Any] = {"env_id": env_id, "players.env_id": env_id.copy()}
+        cols = b.infos
+        route = self.route
+        if route.built is not None:  # a pool built elsewhere: its infos as they come
+            flat.update({k: c.values for k, c in cols.items() if isinstance(c, Column) and k != "elapsed_step"})
+        for name, dtype, shape in self._plan:
+            col = cols.get(name)
+            if col is not None and type(col.values) is np.ndarray:
+                values = col.values
+                flat[name] = values if values.dtype == dtype else values.astype(dtype)
+            elif name == "state" and route.acrobot:  # Acrobot's joint angles, from the observation
                 obs = b.obs
                 flat[name] = np.stack([np.arctan2(obs[:, 1], obs[:, 0]), np.arctan2(obs[:, 3], obs[:, 2])],
                                       axis=1).astype(np.float32)
             else:
-                flat[name] = self._column(b, name)
-        lives = flat.get("lives") if self.route.life_loss else None
-        elapsed, lost = self.counters.update(b, lives)
+                flat[name] = np.zeros((rows, *shape), dtype)
+        elapsed, lost = self.counters.update(b, flat.get("lives") if route.life_loss else None)
         if elapsed is None:
-            col = b.infos.get("elapsed_step")
-            elapsed = (col.values.astype(np.int32) if isinstance(col, Column) and isinstance(col.values, np.ndarray)
-                       else np.zeros(b.env_ids.size, np.int32))
+            col = cols.get("elapsed_step")
+            elapsed = (col.values.astype(np.int32) if col is not None and type(col.values) is np.ndarray
+                       else np.zeros(rows, np.int32))
         flat["elapsed_step"] = elapsed
         return flat, lost
 
@@ -122,11 +156,14 @@ class Layouter:
         obs, reward = b.obs, b.reward
         if self.players > 1:
             obs, reward, flat = self.player_rows(b, flat)
-        info = nest({k: v for k, v in flat.items() if k != "elapsed_step"})
-        info["elapsed_step"] = flat["elapsed_step"]
+        elapsed = flat.pop("elapsed_step")
+        info = nest(flat) if self._nested else {"env_id": flat.pop("env_id"),
+                                                "players": {"env_id": flat.pop("players.env_id")}, **flat}
+        info["elapsed_step"] = elapsed
         if reset:
             return obs, info
-        return obs, reward.astype(np.float32), b.terminated.copy(), b.truncated.copy(), info
+        # The pool hands out copies (copy=True): the flags are the caller's already.
+        return obs, reward.astype(np.float32), b.terminated, b.truncated, info
 
     # -- dm --------------------------------------------------------------------------------------
     def _state(self, obs: Any, flat: dict[str, Any]) -> Any:

@@ -76,6 +76,8 @@ class EnvPoolBase:
         self._players = spec._arrays.players
         self._checked = False
         self._wrapper: dict[str, Any] = dict(getattr(spec, "_wrapper", {}))
+        #: Sync mode with every env started: ``step(actions)`` is one ``Pool.step``.
+        self._sync_ready = False
 
     # -- EnvPool's properties -------------------------------------------------------------------
     @property
@@ -179,12 +181,15 @@ class EnvPoolBase:
 
     def step(self, action: Any, env_id: Any = None) -> Any:
         """``send`` + ``recv``."""
-        if env_id is None and not self.is_async and not self._order and self._started.all() \
-                and not isinstance(action, Mapping):
-            acts = np.asarray(action).astype(self._action_dtype, copy=False)
+        if env_id is None and self._sync_ready and type(action) is np.ndarray and not self._order:
+            # Every env, started, sync, nothing in flight: one Pool.step (the engines' inline path).
+            acts = action if action.dtype == self._action_dtype else action.astype(self._action_dtype)
             if self._players > 1:
                 acts = acts.reshape(self._n, self._players, *acts.shape[1:])
             return self._out(self._pool.step(acts), False)
+        if env_id is None and not self.is_async and not self._order and self._started.all() and not isinstance(action, Mapping):
+            self._sync_ready = True
+            return self.step(np.asarray(action))
         self.send(action, env_id)
         return self.recv()
 
