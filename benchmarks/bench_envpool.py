@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default="benchmarks/results/bench_envpool.json")
     parser.add_argument("--quick", action="store_true", help="one repeat of 0.2 s each (a smoke run)")
+    parser.add_argument("--tasks", nargs="*", default=ENGINE_IDS, help="EnvPool ids for part 2")
+    parser.add_argument("--skip-frontend", action="store_true", help="part 2 only")
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.repeats = 0.2, 1
@@ -161,12 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(), "load_before": os.getloadavg(),
         "frontend": [], "engine": [],
     }
-    for n in (1, 8, 64):
+    for n in () if args.skip_frontend else (1, 8, 64):
         row = frontend_cost(n, args.seconds, args.repeats)
         report["frontend"].append(row)
         print(f"front end x{n}: +{row['added_us']:.1f} us per step "
               f"({row['envhive.envpool_us']:.1f} vs {row['envhive.make_us']:.1f})", flush=True)
-    for task in ENGINE_IDS:
+    for task in args.tasks:
         for n in (8, 64):
             for mode in ("sync", "async"):
                 row = engine_ratio(task, n, mode, args.seconds, args.repeats)

@@ -131,6 +131,7 @@ class EnvPoolEngine:
         self._table = InfoTable(self._info["rep"], self._info["step"], self._reset_after)
         self._every = np.arange(n, dtype=np.int64)
         self._every.flags.writeable = False
+        self._every32 = self._every.astype(np.int32)
         self._flight: _Call | None = None
         self._stash = Completion()
         self._codec = codec_for(layout.action_space)
@@ -192,9 +193,10 @@ class EnvPoolEngine:
     # -- EnvPool calls -------------------------------------------------------------------
     def _issue(self, kind: str, ids: np.ndarray) -> None:
         """Start one EnvPool call (nothing may be in flight)."""
-        pool, ids32 = self._pool, ids.astype(np.int32)
+        every = ids is self._every
+        pool, ids32 = self._pool, self._every32 if every else ids.astype(np.int32)
         if kind == "send":
-            acts = self._ob.actions[ids]
+            acts = self._ob.actions if every else self._ob.actions[ids]
             dtype = self.layout.action_dtype
             if self._multi:
                 players = np.repeat(ids32, self.layout.players)
@@ -204,7 +206,7 @@ class EnvPoolEngine:
                 pool._send([ids32, ids32, np.ascontiguousarray(acts, dtype)])
         else:
             pool._reset(ids32)
-        self._touched[ids] = True
+        self._touched[slice(None) if every else ids] = True
         self._flight = _Call(kind, ids)
 
     def _complete(self, out: Completion) -> None:
@@ -269,7 +271,7 @@ class EnvPoolEngine:
             b.reward[rows] = state[layout.reward]
             b.terminated[rows] = done & ~trunc
             b.truncated[rows] = trunc
-            self._done[ids] = done
+            self._done[rows] = done
         self._put_infos(call, ids, rows, {name: state[j] for j, name, _ in layout.info_keys})
 
     def _put_infos(self, call: _Call, ids: np.ndarray, rows: Any, values: dict[str, np.ndarray]) -> None:

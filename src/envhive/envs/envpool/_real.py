@@ -34,7 +34,7 @@ def _aliased(name: str) -> bool:
 @contextmanager
 def real_envpool() -> Iterator[None]:
     """Run EnvPool's Python code with its own module names (see the module docstring)."""
-    finders = [f for f in sys.meta_path if getattr(f, "envhive_envpool_alias", False)]
+    finders = [f for f in (sys.meta_path or ()) if getattr(f, "envhive_envpool_alias", False)]
     if not finders:
         yield
         return
