@@ -31,7 +31,7 @@ BASE = ("envhive._ops", "envhive._buffers", "envhive._report", "envhive._spaces"
         "envhive._agents",
         "envhive._memory", "envhive._results")
 #: What compiled code (engines, kernels, envs) may import from envhive, besides its own package.
-COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines")
+COMPILED_MAY_IMPORT = (*BASE, "envhive._extras", "envhive._runner", "envhive.engines", "envhive._infos")
 #: What the base must never import: everything above it.
 ABOVE_BASE = (
     "envhive._pool", "envhive.executors", "envhive.engines", "envhive.kernels", "envhive.envs",

@@ -35,7 +35,6 @@ import types
 
 import numpy as np
 
-from envhive.envs.envpool._real import STASH
 from envhive.envpool.python.protocol import DMEnvPool, EnvPool, EnvSpec, GymnasiumEnvPool
 from envhive.envpool.registration import (
     list_all_envs,
@@ -46,6 +45,7 @@ from envhive.envpool.registration import (
     make_spec,
     register,
 )
+from envhive.envs.envpool._real import STASH
 
 #: The EnvPool release whose API this package follows.
 __version__ = "1.2.5"

@@ -103,8 +103,9 @@ class Route:
 
     def pool(self, num_envs: int, batch_size: int, seeds: list[int], num_threads: int, executor: str | None) -> Any:
         """The envhive pool of this route (next_step autoreset, EnvPool's)."""
-        import envhive
+        from envhive._make import make as envhive_make
 
+        make: Any = envhive_make  # api="pool": the pool itself (no overload names it)
         if self.built is not None:
             return self.built
 
@@ -117,7 +118,7 @@ class Route:
                 raise ConfigError(f"{self.engine_id}: envhive's engines take seeds >= 0 (gymnasium's), "
                                   f"got {min(seeds)}")
             seed = list(seeds)
-        return envhive.make(
+        return make(
             self.engine_id, num_envs, executor=executor or self.executor, batch_size=batch_size,
             num_workers=num_threads or None, seed=seed, env_kwargs=kwargs or None,
             max_episode_steps=self.max_episode_steps, api="pool",
@@ -177,7 +178,8 @@ def _own_arrays(engine_id: str, kwargs: tuple[tuple[str, Any], ...], max_steps: 
     env = factory()
     try:
         _, reset_info = env.reset(seed=0)
-        zero = np.zeros(env.action_space.shape, env.action_space.dtype)
+        space: Any = env.action_space
+        zero = np.zeros(space.shape, space.dtype)
         *_, step_info = env.step(zero if env.action_space.contains(zero) else env.action_space.sample())
         obs_space, act_space = env.observation_space, env.action_space
     finally:

@@ -68,7 +68,7 @@ class EnvRegistry:
     @staticmethod
     def _options(kwargs: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         from_pixels = bool(kwargs.pop("from_pixels", False))
-        wrapper = {k: kwargs.pop(k) for k in ("render_mode", "render_env_id") if k in kwargs}
+        wrapper: dict[str, Any] = {k: kwargs.pop(k) for k in ("render_mode", "render_env_id") if k in kwargs}
         mode = wrapper.get("render_mode")
         if mode not in (None, "rgb_array", "human"):
             raise ValueError("render_mode must be one of None, 'rgb_array', or 'human'")

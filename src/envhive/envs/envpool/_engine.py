@@ -81,7 +81,7 @@ class _Call:
     the resets after STEP_RESET steps that ended), its env ids, how many stepped envs ended,
     and ``drop`` (discarded: collected, never reported)."""
 
-    __slots__ = ("kind", "ids", "ended", "drop")
+    __slots__ = ("drop", "ended", "ids", "kind")
 
     def __init__(self, kind: str, ids: np.ndarray) -> None:
         self.kind, self.ids, self.ended, self.drop = kind, ids, 0, False
@@ -298,7 +298,8 @@ class EnvPoolEngine:
         (``players.id``, else their order), absent players inactive with zeros."""
         b, layout = self._ob, self.layout
         e = int(state[layout.env_id][0])
-        pid = state[layout.player_id] if layout.player_id is not None else np.arange(len(state[layout.player_env]))
+        rows = len(state[layout.player_env]) if layout.player_env is not None else layout.players
+        pid = state[layout.player_id] if layout.player_id is not None else np.arange(rows)
         active = np.zeros(layout.players, np.bool_)
         active[pid] = True
         for j, leaf, player in self._obs_leaves:

@@ -20,7 +20,6 @@ import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-
 from envhive.engines._registry import CompiledEnv
 from envhive.envs.envpool._engine import WRAPPER_KEYS
 from envhive.envs.envpool._real import envpool_module, real_envpool

@@ -214,5 +214,5 @@ def envpool_entries() -> list[CompiledEnv]:
         >>> all(e.id.startswith("envpool/") for e in envpool_entries())
         True
     """
-    return [CompiledEnv(PREFIX + r.id, "envpool", f"{r.import_path}:{r.spec_cls}", r.id)
+    return [CompiledEnv(PREFIX + r.id, "envpool", "envhive.envs.envpool._single:EnvPoolEnv", r.id)
             for r in registrations().values()]
