@@ -172,10 +172,11 @@ class Layouter:
             if key == "obs":
                 values["obs"] = obs
             elif key.startswith("obs:"):
+                path = key.replace("obs:", "").replace(":", ".")
                 node = obs
-                for part in key[4:].split("."):
+                for part in path.split("."):
                     node = node[part]
-                values[key[4:]] = node
+                values[path] = node
             elif key.startswith("info:"):
                 values[key[5:]] = flat[key[5:]]
         return to_namedtuple("State", nest(values))

@@ -130,9 +130,20 @@ class EnvPoolBase:
             acts = np.asarray(action).astype(self._action_dtype, copy=False)
         ids = self._all if env_id is None else np.asarray(env_id)
         ids = _env_ids(ids, self._n)
-        if self._players > 1:  # one row per player of each env, env by env
-            acts = acts.reshape(ids.size, self._players, *acts.shape[1:])
+        if self._players > 1:
+            acts = self._player_actions(acts, ids.size)
         return ids, acts
+
+    def _player_actions(self, acts: np.ndarray, k: int) -> np.ndarray:
+        """EnvPool's multi-player actions on the agent axis: one row per player of each env
+        (env by env), or one per env (the current player's, as turn-based games take them:
+        every player's slot gets it, the engine sends the current one's)."""
+        if acts.shape[0] == k * self._players:
+            return acts.reshape(k, self._players, *acts.shape[1:])
+        if acts.shape[0] == k:
+            return np.repeat(acts[:, None], self._players, axis=1)
+        raise EnvPoolActionError(f"expected {k} actions (one per env) or {k * self._players} (one per player), "
+                                 f"got {acts.shape[0]}")
 
     def _check_dtypes(self, flat: dict[str, Any]) -> None:
         if self._checked:
@@ -185,7 +196,7 @@ class EnvPoolBase:
             # Every env, started, sync, nothing in flight: one Pool.step (the engines' inline path).
             acts = action if action.dtype == self._action_dtype else action.astype(self._action_dtype)
             if self._players > 1:
-                acts = acts.reshape(self._n, self._players, *acts.shape[1:])
+                acts = self._player_actions(acts, self._n)
             return self._out(self._pool.step(acts), False)
         if env_id is None and not self.is_async and not self._order and self._started.all() and not isinstance(action, Mapping):
             self._sync_ready = True

@@ -287,6 +287,10 @@ def _atari_route(spec: EnvSpec, task_id: str, config: Any, steps: int, render: A
 
     if config.task not in rom_ids():
         return _envpool_route(spec, task_id, config, f"the ROM {config.task!r} is not shipped by ale-py")
+    if _screen_height(config.task) != 210 and _envpool_installed():
+        # envhive's Atari engine takes 210-line screens only so far; EnvPool crops taller ones
+        # to their top 210 lines (envhive's own crop is the Atari engine's to add).
+        return _envpool_route(spec, task_id, config, f"the ROM {config.task!r} is taller than 210 lines")
     options = {k: getattr(config, k) for k in OWN["AtariEnvSpec"].config if k != "task"}
     options["game"] = config.task
     options["max_episode_steps"] = steps
@@ -295,6 +299,17 @@ def _atari_route(spec: EnvSpec, task_id: str, config: Any, steps: int, render: A
         options["render_mode"], executor = render, "thread"
     return Route(f"envhive/{game_name(config.task)}-v5", options, None, executor, elapsed=False,
                  life_loss=bool(config.zero_discount_on_life_loss), render=bool(render), task_id=task_id)
+
+
+@functools.lru_cache(maxsize=None)
+def _screen_height(rom: str) -> int:
+    """The ROM's screen height (ALE's), read once per ROM."""
+    import ale_py
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(ale_py.roms.get_rom_path(rom))
+    return int(ale.getScreenDims()[0])
 
 
 _CLASSIC = {"CartPoleEnvSpec": "CartPole-v1", "PendulumEnvSpec": "Pendulum-v1",

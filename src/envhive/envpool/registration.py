@@ -156,12 +156,13 @@ class EnvRegistry:
 
 
 def _fill(reg: EnvRegistry) -> None:
-    """EnvPool's ids (when installed), then envhive's own that EnvPool lacks."""
+    """EnvPool's ids when it is installed (its Atari list leaves out ROMs whose bins ALE cannot
+    load), else the ids envhive runs itself."""
     for task, r in registrations().items():
         reg.register(task, r.import_path, r.spec_cls, r.dm_cls, r.gymnasium_cls, **dict(r.kwargs))
+    if reg.specs:
+        return
     for task, (spec_cls, kwargs) in own_ids().items():
-        if task in reg.specs:
-            continue
         family = "atari" if spec_cls == "AtariEnvSpec" else "classic_control" if spec_cls in (
             "CartPoleEnvSpec", "PendulumEnvSpec", "MountainCarEnvSpec", "MountainCarContinuousEnvSpec",
             "AcrobotEnvSpec") else "mujoco.gym"

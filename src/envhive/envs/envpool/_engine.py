@@ -198,7 +198,11 @@ class EnvPoolEngine:
         if kind == "send":
             acts = self._ob.actions if every else self._ob.actions[ids]
             dtype = self.layout.action_dtype
-            if self._multi:
+            if self._multi and self.layout.turn_based:  # the current player's action only
+                current = self._info["rep"]["current_player"][ids]
+                rows = acts[np.arange(ids.size), np.clip(current, 0, self.layout.players - 1)]
+                pool._send([ids32, ids32, np.ascontiguousarray(rows, dtype)])
+            elif self._multi:
                 players = np.repeat(ids32, self.layout.players)
                 rows = acts.reshape(ids.size * self.layout.players, *acts.shape[2:])
                 pool._send([ids32, players, np.ascontiguousarray(rows, dtype)])

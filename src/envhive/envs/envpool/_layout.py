@@ -76,6 +76,9 @@ class Layout:
         self.env_id = self.index["info:env_id"]
         self.player_env = self.index.get("info:players.env_id")
         self.player_id = self.index.get("info:players.id")
+        #: Turn-based games (pgx): one action per env, the current player's (EnvPool's pgx envs
+        #: read the env's first action row; Go refuses more than one).
+        self.turn_based = self.players > 1 and "info:current_player" in self.index
         actions = list(spec._action_keys)
         if len(actions) != 3 or actions[:2] != ["env_id", "players.env_id"]:
             raise ConfigError(f"EnvPool spec {type(spec).__name__}: expected the action keys env_id, "
@@ -99,7 +102,8 @@ class Layout:
             >>> Layout.obs_path("obs:position")
             ('position',)
         """
-        return () if key == "obs" else tuple(key.removeprefix("obs:").split("."))
+        # EnvPool's rule for its observation space: the "obs:" prefix goes, ":" and "." nest.
+        return () if key == "obs" else tuple(key.replace("obs:", "").replace(":", ".").split("."))
 
     def obs_leaves(self, obs: Any) -> list[tuple[int, Any, bool]]:
         """``(state index, buffer leaf, per player)`` for each observation key, given the
