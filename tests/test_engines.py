@@ -56,11 +56,16 @@ def test_every_compiled_id_resolves_to_its_engine():
     # envhive.testing's counter registers when imported (another test may have): not built in.
     own = {i for i in compiled_ids() if compiled_env(i).engine != "counter"}
     assert own == set(builtin_compiled_ids()) <= set(builtin_ids())
+    # envhive's own ids are gymnasium ids too; EnvPool's (envpool/<id>) are not registered there
+    assert set(compiled_ids(prefix="envhive/")) <= set(builtin_ids())
     for env_id in compiled_ids():
         entry = compiled_env(env_id)
         assert isinstance(entry, CompiledEnv) and entry.id == env_id
         load_entry_point(entry.entry_point)  # importable
-        assert (entry.family is None) == (entry.engine != "mujoco")  # only MuJoCo has families
+        if entry.engine == "envpool":  # its second name is EnvPool's id
+            assert entry.family == env_id.removeprefix("envpool/")
+        else:
+            assert (entry.family is None) == (entry.engine != "mujoco")  # only MuJoCo has families
         kind = engine_kind(entry.engine)
         load_entry_point(kind.factory)
         if kind.peers is not None:

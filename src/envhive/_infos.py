@@ -310,8 +310,8 @@ class InfoTable:
     :meth:`take` gives exactly the columns :func:`take_infos` makes of those dicts.
 
     Args:
-        infos: ``key -> (n,)`` typed array: each env's info.
-        finals: ``key -> (n,)`` typed array, the same keys: each env's final info.
+        infos: ``key -> (n, ...)`` typed array: each env's info.
+        finals: ``key -> (n, ...)`` typed array, the same keys: each env's final info.
         ended: ``(n,)`` bool: which envs have a final info.
 
     Examples:
@@ -342,8 +342,9 @@ class InfoTable:
             masks[:, rows] = True
             infos = {}
             for key, mask in zip(self._keys, masks):
-                values = np.zeros(n, self.infos[key].dtype)
-                values[rows] = self.infos[key][ids]
+                column = self.infos[key]
+                values = np.zeros((n, *column.shape[1:]), column.dtype)
+                values[rows] = column[ids]
                 infos[key] = Column(values, mask)
         ended = self.ended[ids]
         if not np.count_nonzero(ended):
@@ -352,8 +353,9 @@ class InfoTable:
         has_final[rows] = ended
         finals: InfoColumns = {}
         for key in self._keys:
-            values = np.zeros(n, self.finals[key].dtype)
-            values[rows] = self.finals[key][ids]
+            column = self.finals[key]
+            values = np.zeros((n, *column.shape[1:]), column.dtype)
+            values[rows] = column[ids]
             values[~has_final] = 0
             finals[key] = Column(values, has_final.copy())
         return infos, finals, has_final

@@ -123,6 +123,9 @@ class EngineKind:
             entries, called the first time ids are listed (for kinds whose ids come from
             data, e.g. the ROMs a package ships; it must not import ``needs``); ``None``:
             the entries are given to :func:`register_kind`.
+        prefix: every id of the kind starts with it (``"envpool/"``); its lazy ``entries``
+            are then listed only when such an id is looked up or every id is listed
+            (``None``: whenever any id is).
 
     Examples:
         >>> EngineKind("x", "pkg.mod:factory", "numpy").peers is None
@@ -134,6 +137,7 @@ class EngineKind:
     needs: str
     peers: str | None = None
     entries: str | None = None
+    prefix: str | None = None
 
 
 _KINDS: dict[str, EngineKind] = {}
@@ -238,12 +242,17 @@ def _add(entry: CompiledEnv) -> None:
     _COMPILED[entry.id] = entry
 
 
-def _listed(installed: bool = True) -> dict[str, CompiledEnv]:
+def _listed(prefix: str | None = None, installed: bool = True) -> dict[str, CompiledEnv]:
     """Every entry (of envhive's own families only, unless ``installed``), after listing the
-    kinds whose entries are listed lazily."""
+    kinds whose entries are listed lazily (with ``prefix``: only the kinds whose ids may start
+    with it)."""
     _load_installed() if installed else _discover()
-    while _PENDING:
-        kind = _PENDING.pop(0)
+    for kind in list(_PENDING):
+        if prefix is not None and kind.prefix is not None and not (
+            prefix.startswith(kind.prefix) or kind.prefix.startswith(prefix)
+        ):
+            continue
+        _PENDING.remove(kind)
         assert kind.entries is not None
         for e in load_entry_point(kind.entries)():
             _add(e)
@@ -278,14 +287,21 @@ def engine_kinds() -> list[str]:
     return list(_KINDS)
 
 
-def compiled_ids(engine: str | None = None) -> list[str]:
-    """The compiled ids (of one engine kind, or all), sorted.
+def compiled_ids(engine: str | None = None, prefix: str | None = None) -> list[str]:
+    """The compiled ids (of one engine kind, or all; with ``prefix``, those starting with it),
+    sorted.
 
     Examples:
         >>> compiled_ids("mujoco")[:2]
         ['envhive/Ant-v5', 'envhive/HalfCheetah-v5']
+        >>> compiled_ids(prefix="envhive/Cart")
+        ['envhive/CartPole-v1']
     """
-    return sorted(i for i, e in _listed().items() if engine is None or e.engine == engine)
+    _discover()
+    kind = _KINDS.get(engine) if engine is not None else None
+    listed = _listed(prefix if prefix is not None else kind.prefix if kind is not None else None)
+    return sorted(i for i, e in listed.items() if (engine is None or e.engine == engine)
+                  and (prefix is None or i.startswith(prefix)))
 
 
 def builtin_compiled_ids() -> list[str]:
@@ -296,7 +312,8 @@ def builtin_compiled_ids() -> list[str]:
         >>> "envhive/Pendulum-v1" in builtin_compiled_ids()
         True
     """
-    return sorted(i for i, e in _listed(installed=False).items() if e.engine in _BUILTIN_KINDS)
+    listed = _listed("envhive/", installed=False)
+    return sorted(i for i, e in listed.items() if e.engine in _BUILTIN_KINDS and i.startswith("envhive/"))
 
 
 def compiled_env(env_id: str) -> CompiledEnv | None:
@@ -308,7 +325,7 @@ def compiled_env(env_id: str) -> CompiledEnv | None:
     """
     _discover()
     entry = _COMPILED.get(env_id)
-    return entry if entry is not None else _listed().get(env_id)
+    return entry if entry is not None else _listed(env_id).get(env_id)
 
 
 def native_factory(
