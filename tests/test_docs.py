@@ -146,6 +146,22 @@ def test_the_block_finder_sees_fences_and_skip_markers(tmp_path: pathlib.Path) -
         _run(Block(page, 1, "python", ">>> 1 + 1\n3\n", None), {})
 
 
+def test_the_envhive_check_sample_is_what_the_command_reports() -> None:
+    """docs/own-env.md shows ``envhive check`` on an example factory: each line's verdict and
+    check name are what the command prints today (the figures on the lines vary by machine)."""
+    sample = next(b.code for b in blocks(DOCS / "own-env.md") if b.code.startswith("$ envhive check"))
+    command, *shown = sample.strip().splitlines()
+    printed = subprocess.run([sys.executable, "-m", "envhive", *command.split()[2:]],
+                             capture_output=True, text=True, timeout=240)
+    assert printed.returncode == 1, printed.stderr  # the sample factory fails two checks
+
+    def verdicts(lines: list[str]) -> list[list[str]]:
+        return [line.split()[:2] for line in lines if line.startswith("  ")]
+
+    assert verdicts(shown) == verdicts(printed.stdout.splitlines())
+    assert shown[-1] == printed.stdout.splitlines()[-1]  # "2 check(s) failed"
+
+
 # --------------------------------------------------------------------------- the CLI page
 
 
