@@ -16,7 +16,6 @@ import os
 import pathlib
 import re
 import sys
-import tomllib
 from typing import Any
 
 MARKER = "<!-- envhive --help -->"
@@ -27,8 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def entry_point() -> Any:
     """The ``envhive`` command's function, as pyproject.toml's ``[project.scripts]`` names it."""
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    module, _, function = scripts["envhive"].partition(":")
+    # A regex rather than tomllib, which Python 3.10 lacks.
+    scripts = (ROOT / "pyproject.toml").read_text().split("[project.scripts]", 1)[1]
+    found = re.search(r'^envhive\s*=\s*"([\w.]+):(\w+)"', scripts, re.M)
+    assert found is not None, "pyproject.toml names no envhive command in [project.scripts]"
+    module, function = found.groups()
     return getattr(importlib.import_module(module), function)
 
 
