@@ -146,6 +146,27 @@ def test_the_block_finder_sees_fences_and_skip_markers(tmp_path: pathlib.Path) -
         _run(Block(page, 1, "python", ">>> 1 + 1\n3\n", None), {})
 
 
+def test_the_envhive_command_lines_in_the_docs_parse() -> None:
+    """Every ``envhive ...`` line of a shell block is a valid command line today (its options
+    exist and take what it gives them); the commands themselves are not run here."""
+    import contextlib
+    import io
+    import shlex
+
+    from envhive._cli import _parser
+
+    lines = [line.split(" #")[0].strip() for p in PAGES for b in blocks(p)
+             if b.language in ("bash", "sh", "shell", "console") for line in b.code.splitlines()]
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("envhive ")]
+    assert len(commands) >= 5
+    for args in commands:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            try:
+                _parser().parse_args(args)
+            except SystemExit as stop:
+                assert stop.code == 0, f"envhive {' '.join(args)}: {err.getvalue()}"
+
+
 def test_the_envhive_check_sample_is_what_the_command_reports() -> None:
     """docs/own-env.md shows ``envhive check`` on an example factory: each line's verdict and
     check name are what the command prints today (the figures on the lines vary by machine)."""
