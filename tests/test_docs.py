@@ -107,8 +107,13 @@ def _run(block: Block, namespace: dict[str, Any]) -> None:
 @pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
 def test_python_blocks_run(page: pathlib.Path, tmp_path: pathlib.Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A page's Python blocks run in order in one namespace, in an empty working directory."""
+    """A page's Python blocks run in order in one namespace, in an empty working directory;
+    the ids and executors a page registers are taken out again afterwards."""
+    from envhive import _registry, executors
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_registry, "_ENVHIVE", dict(_registry._ENVHIVE))
+    monkeypatch.setattr(executors, "_REGISTRY", dict(executors._REGISTRY))
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     try:
         for block in python_blocks(page):
