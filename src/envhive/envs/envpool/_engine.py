@@ -419,6 +419,11 @@ class EnvPoolEngine:
         self._settle()
         self._run(ids, True, self._stash, True)
 
+    def take_finished(self, min_count: int) -> None:
+        """No lean receive: EnvPool's finished envs come through :meth:`collect` (the pool's
+        general ``recv`` path)."""
+        return None
+
     def collect(self, min_count: int) -> Completion:
         """Every finished env: the stash, and the call in flight when the stash has fewer
         than ``min_count``."""

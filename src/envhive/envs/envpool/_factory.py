@@ -20,6 +20,8 @@ import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from envhive.engines._registry import CompiledEnv
 from envhive.envs.envpool._engine import WRAPPER_KEYS
 from envhive.envs.envpool._real import envpool_module, real_envpool
@@ -77,6 +79,31 @@ class EnvPoolFactory:
         from envhive.envs.envpool._engine import EnvPoolEngine
 
         return EnvPoolEngine(self.task_id, self.kwargs, num_envs, num_threads)
+
+    def native_problem(self) -> None:
+        """EnvPool's engine runs wherever EnvPool imports (``make`` checked that already)."""
+        return None
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env takes, estimated from EnvPool's spec: its rows of the pool's buffers
+        (observations, terminal observations, actions, flags) and EnvPool's own state arrays,
+        counted twice (its queue holds the batch being read and the one being written). The
+        simulator's own state (a physics model, a game) is not in the spec and not counted."""
+        from envhive._buffers import BufferSpec
+        from envhive.envs.envpool._layout import Layout
+
+        ep = envpool_module()
+        with real_envpool():
+            config = {k: v for k, v in self.kwargs.items() if k not in (*WRAPPER_KEYS, "seed", "env_seed")}
+            spec = ep.make_spec(self.task_id, **config)
+        layout = Layout(spec)
+        rows = BufferSpec(1, layout.observation_space, layout.action_space, with_final_obs=True).bytes_per_env()
+        state = 0
+        for key in spec._state_keys:
+            a = spec.state_array_spec[key]
+            shape = [layout.players if d == -1 else int(d) for d in a.shape]
+            state += int(np.prod(shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+        return int(rows + 2 * state)
 
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one engine."""
