@@ -195,7 +195,7 @@ def _native_physics(envs: list[Any]) -> Any:
     """``rate(threads, seconds)``: the native engine's physics loop alone, free-running."""
     import numba
 
-    from envhive.engines._libmujoco import libmujoco_fns
+    from envhive.envs.mujoco._libmujoco import libmujoco_fns
 
     fns = libmujoco_fns()
     c_step, c_rne = fns["mj_step"], fns["mj_rnePostConstraint"]

@@ -182,12 +182,13 @@ def test_envhives_own_families_register_themselves():
     """The registry names no kind: each family package's ``_family`` module registers its
     kind when the registry imports it, and nothing else in envhive calls register_kind."""
     assert family_modules() == ["envhive.kernels._family", "envhive.envs.atari._family",
-                                "envhive.envs.mujoco._family", "envhive.envs.torch._family"]
-    assert engine_kinds()[:4] == ["kernel", "atari", "mujoco", "torch"]
+                                "envhive.envs.envpool._family", "envhive.envs.mujoco._family",
+                                "envhive.envs.torch._family"]
+    assert engine_kinds()[:5] == ["kernel", "atari", "envpool", "mujoco", "torch"]
     src = pathlib.Path(envhive.__file__).parent
     callers = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
                      if "register_kind(" in p.read_text() and p.name != "_registry.py")
-    assert callers == ["envs/atari/_family.py", "envs/mujoco/_family.py", "envs/torch/_family.py",
+    assert callers == ["envs/atari/_family.py", "envs/envpool/_family.py", "envs/mujoco/_family.py", "envs/torch/_family.py",
                        "kernels/_family.py", "testing/counter/_family.py"]  # the test family
     tree = ast.parse((src / "engines" / "_registry.py").read_text())
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)

@@ -52,13 +52,13 @@ def test_send_ids_takes_only_what_the_general_path_would_take_unchecked():
             assert paths.send_ids(acts, ids, status) is None, (acts, ids)
 
 
-def test_without_turns_off_only_what_it_names():
+def test_without_turns_off_only_what_it_names(monkeypatch):
     with envhive.make("CartPole-v1", 2, executor="serial") as env:
         paths = paths_of(env)
         off = paths.without("fused", "lean_send")
         assert not off.fused and not off.lean_send and off.run_all is paths.run_all
         assert paths.without("inline").step_all is None and paths.without("lean_recv").take_finished is None
-        env.pool._paths = off
+        monkeypatch.setattr(env.pool, "_paths", off)
         env.reset(seed=0)
         env.send(np.zeros(2, np.int64), np.array([0, 1]))
         assert env.recv()[4]["env_id"].tolist() == [0, 1]

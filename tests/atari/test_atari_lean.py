@@ -76,9 +76,9 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
             taken.append(got is not None)
             return got
 
-        pool._paths = dataclasses.replace(pool._paths, take_finished=counted)
+        m.setattr(pool, "_paths", dataclasses.replace(pool._paths, take_finished=counted))
     else:
-        pool._paths = pool._paths.without("lean_recv", "lean_send")
+        m.setattr(pool, "_paths", pool._paths.without("lean_recv", "lean_send"))
     rng = np.random.default_rng(script_seed)
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import envhive
-from envhive.errors import ConfigError, EnvWorkerError
+from envhive.errors import ConfigError, EnvWorkerError, ResetNeededError
 from envhive.executors import NativeExecutor
 from envhive.testing import assert_same_transcript, transcript
 from tests.forks import exit_code_of
@@ -44,6 +44,13 @@ def make(executor, n: int, mode: str = "next_step", **kw):
 
 def engine_of(env):
     return env._pool.executor._engine
+
+
+def _each_env_needs_a_reset(env) -> None:
+    """Every env refuses a step until it is reset (its op was cut short), stepping nothing."""
+    for i in range(env.num_envs):
+        with pytest.raises(ResetNeededError):
+            env.send(np.array([env.single_action_space.sample()]), np.array([i]))
 
 
 def _threads() -> int:
@@ -193,7 +200,8 @@ def test_real_ctrl_c_inside_an_endless_op_comes_through(runners, batch_size):
             env.async_reset()
             env.recv()
     timer.join()
-    assert not env.pool.pending and env.pool._broken.all()
+    assert not env.pool.pending
+    _each_env_needs_a_reset(env)
     env.close()
     assert _threads() == before
 

@@ -280,8 +280,8 @@ def engine_kinds() -> list[str]:
     """The names of the registered kinds, in registration order.
 
     Examples:
-        >>> engine_kinds()[:4]
-        ['kernel', 'atari', 'mujoco', 'torch']
+        >>> engine_kinds()[:5]
+        ['kernel', 'atari', 'envpool', 'mujoco', 'torch']
     """
     _load_installed()
     return list(_KINDS)

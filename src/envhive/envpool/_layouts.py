@@ -30,8 +30,8 @@ from envhive._batch import Batch
 from envhive._infos import Column
 from envhive._ops import RESET
 from envhive._spaces import tree_map
+from envhive.envpool._arrays import nest, to_namedtuple
 from envhive.envpool._routes import Arrays, Route
-from envhive.envpool._spec import nest, to_namedtuple
 
 __all__ = ["Counters", "Layouter"]
 

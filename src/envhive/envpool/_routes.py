@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from envhive.envpool._arrays import ArraySpec, gym_space, space_arrays
 from envhive.envpool._families import COMMON, OWN
-from envhive.envpool._spec import ArraySpec, gym_space, space_arrays
 from envhive.errors import ConfigError
 
 if TYPE_CHECKING:

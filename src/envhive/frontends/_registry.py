@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -139,16 +140,16 @@ def _sb3(pool: Any, w: Wanted) -> Any:
     return SB3VecEnv(pool, name=w.name)
 
 
-def _envpool(pool: Any, w: Wanted) -> Any:
-    from envhive.envpool._pools import from_pool
+def _envpool_api(api: str) -> Callable[[Any, Wanted], Any]:
+    """The builder of EnvPool's API (``api="envpool"`` or ``"envpool_dm"``): envhive.envpool's
+    pool classes over the pool. envhive.envpool is named, not imported: it sits above
+    ``make`` (its specs build pools with ``make``), so this registry, which ``make`` imports,
+    must not import it."""
 
-    return from_pool(pool, w.name, "envpool")
+    def build(pool: Any, w: Wanted) -> Any:
+        return importlib.import_module("envhive.envpool._pools").from_pool(pool, w.name, api)
 
-
-def _envpool_dm(pool: Any, w: Wanted) -> Any:
-    from envhive.envpool._pools import from_pool
-
-    return from_pool(pool, w.name, "envpool_dm")
+    return build
 
 
 def _pettingzoo(pool: Any, w: Wanted) -> Any:
@@ -197,7 +198,7 @@ FRONT_ENDS: dict[str, FrontEnd] = {
                           "after its episode ended (next_step)",
             device_why=f"api={name!r} hands out numpy arrays, as EnvPool does", agent_layouts=False,
             requires=(("dm_env", "dm_env"),) if name == "envpool_dm" else (),
-        ) for name, build in (("envpool", _envpool), ("envpool_dm", _envpool_dm))),
+        ) for name, build in (("envpool", _envpool_api("envpool")), ("envpool_dm", _envpool_api("envpool_dm")))),
         # A ParallelEnv's agents never come back once done: the pool runs with autoreset
         # disabled, numpy arrays and its own agent layout.
         FrontEnd(

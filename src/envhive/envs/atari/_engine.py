@@ -49,7 +49,7 @@ except ImportError:  # no C++ compiler at install, or not Linux
 if TYPE_CHECKING:
     from envhive.engines import AsyncEngine, Engine
 
-__all__ = ["AtariThreadEngine", "STOCK", "unsupported", "games_config", "extension_path", "raw_rows"]
+__all__ = ["AtariThreadEngine", "STOCK", "unsupported", "games_config", "raw_rows"]
 
 #: No-op counts drawn ahead per env (one per reset); refilled when used up.
 STOCK = 32
