@@ -2,18 +2,20 @@
 
 Layers, bottom up (each may import the layers below it and its own):
 
-* base: the op rules (``_ops``), errors, spaces and codecs, buffers, reports, results,
-  infos, memory and argument checks, optional imports, the compiled ``_runloop``;
+* base: the op rules (``_ops``), errors, spaces and codecs, the agent axis (``_agents``),
+  buffers, reports, results, infos, memory and argument checks, optional imports, held
+  interrupts (``_interrupts``), the compiled ``_runloop``;
 * runners: ``_perform`` (the one Python definition of an op on one env), ``_runner``
   (``EnvRunner``: a slice of Python envs; its loop in C), ``_agent_runner`` (multi-agent), and
   ``envs.multiagent``, the adapters with which the runner builds a multi-agent env;
 * engines: ``envhive.engines``, the protocol, the registry and the shared bases: base only;
-* families: ``envhive.kernels`` and every ``envhive.envs.<name>`` (each owns its game, engine,
-  factory and ``_family`` registration): base, runners and engines, never another family;
+* families: ``envhive.kernels``, every ``envhive.envs.<name>`` and the test family
+  ``envhive.testing.counter`` (each owns its game, engine, factory and ``_family``
+  registration): base, runners and engines, never another family;
 * executors: ``envhive.executors``, the ways envs are run: base, runners and engines, never
   a family;
-* everything else (the pool, its books, front ends, ``make``, the registry of ids, the CLI,
-  ``envhive.testing``) on top.
+* everything else (the pool, its books, front ends, ``envhive.envpool``, ``make``, the
+  registry of ids, the CLI, the rest of ``envhive.testing``) on top.
 
 Every import statement counts for the layering, including the lazy ones inside functions and
 those under ``if TYPE_CHECKING:``. Cycles are looked for among the imports that run (all but
