@@ -7,7 +7,7 @@ on them in compiled code, writing straight into the pool's buffers. Every engine
 ``run``, ``call``, ``set_attr``, ``close``; an :class:`AsyncEngine` also ``start``,
 ``collect``, ``take_finished`` and ``discard``), built by a :class:`NativeFactory`. Engines
 live with their env families (``envhive.kernels``, ``envhive.envs.mujoco``,
-``envhive.envs.torch``, ``envhive.envs.atari``), which register their kinds and ids here
+``envhive.envs.torch``, ``envhive.envs.atari``, ``envhive.envs.envpool``), which register their kinds and ids here
 (:func:`register_kind`, :class:`EngineKind`; looked up with :func:`compiled_ids`,
 :func:`compiled_env`, :func:`native_factory`).
 

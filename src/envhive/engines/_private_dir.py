@@ -1,7 +1,7 @@
 """Whether a directory is private to this user, and envhive's cache directories, made private.
 
 The compiled-code cache (``_jit.py``) loads pickles from its directory, and the Atari engine
-trusts the verdict of its ALE self-check kept beside it (``envs/atari/_check.py``): both
+trusts the verdict of its ALE self-check kept beside it (``envs/atari/_selfcheck.py``): both
 live under :func:`cache_root` in directories made by :func:`private_cache_dir`.
 
 A directory is private when this user owns it and no one else can write to it (a group may,

@@ -6,7 +6,7 @@
  * functions whose first argument is the object (the Itanium C++ ABI of non-virtual member
  * functions on Linux), on objects built in storage of our own with ALE's exported
  * constructor. What is called through each symbol (argument and return types) is checked
- * against ale-py's own Python binding by the self-check (``_check.py``), in a subprocess, for
+ * against ale-py's own Python binding by the self-check (``_selfcheck.py``), in a subprocess, for
  * each ale-py version and library file before the engine is used.
  *
  * Three calls take a ``std::string`` or a ``std::filesystem::path``, whose layout depends on
