@@ -15,7 +15,8 @@ game refused), waits out discarded ops before it rewrites anything (``_settle``)
 
 A family's engine subclasses it and supplies what needs Python, through a few hooks:
 ``props`` (the spaces), ``_columns()`` (its own columns, e.g. Atari's no-op counts drawn
-ahead), ``_reseed_env(i, seed)`` (how a reset's seed becomes the game's: by default the seed
+ahead), ``_shows_info(name)`` (an info field the options leave out, e.g. Atari's ``ram``
+without ``ram_info``: bound, never reported), ``_reseed_env(i, seed)`` (how a reset's seed becomes the game's: by default the seed
 itself modulo 2**64) and ``_refill(ids)`` (work before ops run, e.g. drawing more no-op
 counts).
 
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envhive._buffers import Buffers
-from envhive._infos import InfoTable
+from envhive._infos import InfoTable, row_of
 from envhive._ops import RESET, RESET_REWARD, STEP, STEP_RESET
 from envhive._report import Completion, EnvProps
 from envhive.engines._batched import refuse_reset_options
@@ -111,8 +112,13 @@ class ThreadedEngine:
         config = {"op_step": STEP, "op_reset": RESET, "op_step_reset": STEP_RESET,
                   "reset_reward": float(RESET_REWARD), **config}
         self._games = module.Batch(np.asarray(seeds, np.int64), config, runners - 1)
-        self._fields = [(name, np.dtype(dtype)) for name, dtype in module.info_fields()]
-        self._info = {slot: {name: np.zeros(n, dtype) for name, dtype in self._fields} for slot in _SLOTS}
+        # Every field's columns are bound (an array field: (n, items)); the shown ones reported.
+        columns = {slot: {name: np.zeros((n,) if size == np.dtype(dtype).itemsize
+                                         else (n, size // np.dtype(dtype).itemsize), dtype)
+                          for name, dtype, size in module.info_fields()} for slot in _SLOTS}
+        self._bound_infos = tuple(arr for slot in _SLOTS for arr in columns[slot].values())
+        self._fields = [(name, arr.dtype) for name, arr in columns["rep"].items() if self._shows_info(name)]
+        self._info = {slot: {name: columns[slot][name] for name, _ in self._fields} for slot in _SLOTS}
         self._reseed = np.zeros(n, np.int64)  # a seeded reset's seed, for the game
         self._has_reseed = np.zeros(n, np.bool_)
         self._reset_after = np.zeros(n, np.bool_)  # the op's step ended and the env was reset
@@ -128,6 +134,10 @@ class ThreadedEngine:
     def _columns(self) -> dict[str, np.ndarray]:
         """The family's own columns, by the names its game declares."""
         return {}
+
+    def _shows_info(self, name: str) -> bool:
+        """Whether the info field ``name`` is reported (every field by default)."""
+        return True
 
     def _reseed_env(self, i: int, seed: int) -> None:
         """Env ``i``'s next RESET is seeded with ``seed``: by default the game gets the seed
@@ -157,7 +167,7 @@ class ThreadedEngine:
         if final is not None and (type(final) is not np.ndarray or final.shape != shape
                                   or final.dtype != space.dtype or not final.flags.c_contiguous):
             raise EnvhiveError(f"{self._id}: the pool's final_obs buffer is not a contiguous array of shape {shape}")
-        infos = tuple(self._info[slot][name] for slot in _SLOTS for name, _ in self._fields)
+        infos = self._bound_infos
         self._games.bind({
             "obs": b.obs, "final_obs": final, "reward": b.reward, "terminated": b.terminated,
             "truncated": b.truncated, "ops": b.ops, "actions": b.actions, "reseed": self._reseed,
@@ -211,7 +221,7 @@ class ThreadedEngine:
         reset_infos = None
         if np.count_nonzero(again):
             reset = self._info["reset"]
-            reset_infos = {i: {k: reset[k][i] for k, _ in self._fields} for i in np.flatnonzero(again).tolist()}
+            reset_infos = {i: {k: row_of(reset[k], i) for k, _ in self._fields} for i in np.flatnonzero(again).tolist()}
         return _result(StepAllResult, (-1, done, step_infos, reset_infos))
 
     def run(self, ids: np.ndarray, options: dict[str, Any] | None, out: Completion) -> None:

@@ -16,7 +16,10 @@
  *     start(ids) / collect(min_count, out) -> count / run(ids, out) -> count
  *     discard() / wait_idle() / idle() -> bool / error(i) -> (kind, message) / facts() -> dict
  *     close() / num_threads / obs_bytes / c_api() -> PyCapsule (envhive/batch_api.h)
- *     info_fields() -> [(name, dtype)], columns() -> [(name, item, per_env, writable)]
+ *     render_bytes / render(i, out)       env i's image into ``out`` (a game that renders;
+ *                                         between ops only)
+ *     info_fields() -> [(name, dtype, bytes per env)],
+ *     columns() -> [(name, item, per_env, writable)]
  *                                         (module functions: the game's declarations)
  *
  * Every wait releases the GIL and looks for Ctrl-C every few tens of milliseconds (also
@@ -39,6 +42,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "envhive/batch_api.h"
@@ -176,6 +181,12 @@ inline int poll_signals(void *p, int force) {
 }
 
 // ---------------------------------------------------------------- the Python type
+// Whether a game renders (declares render_bytes and render: see threaded_batch.h).
+template <class G, class = void>
+struct Renders : std::false_type {};
+template <class G>
+struct Renders<G, std::void_t<decltype(std::declval<const G &>().render_bytes())>> : std::true_type {};
+
 template <class Game>
 struct Object {
     PyObject_HEAD
@@ -550,6 +561,52 @@ struct Module {
         return Py_BuildValue("(ss)", b->slot(i).error_kind.c_str(), b->slot(i).error.c_str());
     }
 
+    // render(i, out): env i's image (Game::render) into ``out``, a writable buffer of
+    // render_bytes; refused while an op is queued or running (the game writes the env then).
+    static PyObject *render(Obj *self, PyObject *args) {
+        Call call(self, false);
+        Batch *b = call.b;
+        long long i = 0;
+        PyObject *out = nullptr;
+        if (b == nullptr || !PyArg_ParseTuple(args, "LO", &i, &out))
+            return nullptr;
+        if constexpr (!Renders<Game>::value) {
+            return PyErr_SetString(PyExc_NotImplementedError, "this game does not render"), nullptr;
+        } else {
+            if (i < 0 || i >= b->n)
+                return PyErr_SetString(PyExc_IndexError, "env id out of range"), nullptr;
+            const int64_t id = i;
+            if (!b->idle() || b->any_busy(&id, 1))
+                return PyErr_SetString(PyExc_RuntimeError, "render: an op is in flight"), nullptr;
+            Py_buffer view;
+            if (PyObject_GetBuffer(out, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0)
+                return nullptr;
+            const size_t want = b->game.render_bytes();
+            if ((size_t)view.len != want) {
+                PyBuffer_Release(&view);
+                return PyErr_Format(PyExc_ValueError, "render: out holds %zd bytes, the image has %zu", view.len,
+                                    want), nullptr;
+            }
+            std::string error;
+            try {
+                b->game.render(b->slot(i).env, static_cast<uint8_t *>(view.buf));
+            } catch (const std::exception &e) {
+                error = e.what();
+            }
+            PyBuffer_Release(&view);
+            if (!error.empty())
+                return PyErr_SetString(PyExc_RuntimeError, error.c_str()), nullptr;
+            Py_RETURN_NONE;
+        }
+    }
+
+    static PyObject *render_bytes(Obj *self, void *) {
+        if constexpr (!Renders<Game>::value)
+            return PyLong_FromLong(0);
+        else
+            return self->batch == nullptr ? PyLong_FromLong(0) : PyLong_FromSize_t(self->batch->game.render_bytes());
+    }
+
     static PyObject *facts(Obj *self, PyObject *) {
         Call call(self, false);
         if (call.b == nullptr)
@@ -701,7 +758,8 @@ struct Module {
     static PyObject *info_fields(PyObject *, PyObject *) {
         PyObject *out = PyList_New((Py_ssize_t)Game::kNumInfos);
         for (size_t k = 0; out != nullptr && k < Game::kNumInfos; k++) {
-            PyObject *item = Py_BuildValue("(ss)", Game::kInfos[k].name, Game::kInfos[k].dtype);
+            PyObject *item = Py_BuildValue("(ssn)", Game::kInfos[k].name, Game::kInfos[k].dtype,
+                                           (Py_ssize_t)Game::kInfos[k].size);
             if (item == nullptr)
                 return Py_DECREF(out), nullptr;
             PyList_SET_ITEM(out, (Py_ssize_t)k, item);
@@ -733,6 +791,7 @@ struct Module {
             {"idle", reinterpret_cast<PyCFunction>(idle), METH_NOARGS, "Every queued job has run."},
             {"error", reinterpret_cast<PyCFunction>(error), METH_O, "Env i's last error: (kind, message)."},
             {"facts", reinterpret_cast<PyCFunction>(facts), METH_NOARGS, "The game's facts (a dict)."},
+            {"render", reinterpret_cast<PyCFunction>(render), METH_VARARGS, "Env i's image into out."},
             {"close", reinterpret_cast<PyCFunction>(close), METH_NOARGS, "Stop the threads, free the envs."},
             {"c_api", reinterpret_cast<PyCFunction>(c_api), METH_NOARGS, "The C entry (a PyCapsule)."},
             {nullptr, nullptr, 0, nullptr},
@@ -740,10 +799,12 @@ struct Module {
         static PyGetSetDef getset[] = {
             {"num_threads", reinterpret_cast<getter>(num_threads), nullptr, "C++ threads.", nullptr},
             {"obs_bytes", reinterpret_cast<getter>(obs_bytes), nullptr, "One observation's bytes.", nullptr},
+            {"render_bytes", reinterpret_cast<getter>(render_bytes), nullptr, "One image's bytes (0: none).",
+             nullptr},
             {nullptr, nullptr, nullptr, nullptr, nullptr},
         };
         static PyMethodDef functions[] = {
-            {"info_fields", info_fields, METH_NOARGS, "The game's info fields: [(name, dtype)]."},
+            {"info_fields", info_fields, METH_NOARGS, "The game's info fields: [(name, dtype, bytes per env)]."},
             {"columns", columns, METH_NOARGS, "The game's own columns: [(name, item, per_env, writable)]."},
             {nullptr, nullptr, 0, nullptr},
         };

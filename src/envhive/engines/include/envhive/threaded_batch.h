@@ -51,7 +51,13 @@
  *     double step(Env &, Context<Game> &, const Action &, bool &terminated, bool &truncated);
  *     void observe(const Env &, uint8_t *dst) const; // the observation, obs_bytes() of it
  *     void info(const Env &, const InfoOut &out) const; // out.put<T>(k, value) per field k
+ *                                                    // (out.put_bytes for an array field)
  *     void facts(Facts &out) const;                  // key -> int64 for Python (action count...)
+ *
+ * Optional (the glue's ``render(i, out)`` raises NotImplementedError without it):
+ *
+ *     size_t render_bytes() const;                   // one env's rendered image's bytes
+ *     void render(Env &, uint8_t *dst);              // the image (between ops only; may throw)
  *
  * Long loops in reset or step call ``ctx.check()`` (it throws Stopped when the op must end);
  * an action the game cannot take throws ActionOutside (reported as envhive's ActionError).
@@ -107,7 +113,9 @@ public:
     }
 };
 
-// An info field: its name, numpy dtype and item size (the same fields for steps and resets).
+// An info field: its name, numpy dtype and bytes per env (the same fields for steps and
+// resets): one item of the dtype, or an array of them (e.g. Atari's 128 bytes of RAM, a
+// ``(num_envs, 128)`` column in Python).
 struct InfoField {
     const char *name;
     const char *dtype;
@@ -166,6 +174,8 @@ public:
     InfoOut(uint8_t *const *cols, int64_t i) : cols_(cols), i_(i) {}
     template <class T>
     void put(size_t k, T value) const { memcpy(cols_[k] + (size_t)i_ * sizeof(T), &value, sizeof(T)); }
+    // An array field: ``size`` bytes (the field's InfoField::size) from ``src``.
+    void put_bytes(size_t k, const void *src, size_t size) const { memcpy(cols_[k] + (size_t)i_ * size, src, size); }
 
 private:
     uint8_t *const *cols_;
