@@ -65,6 +65,11 @@ struct Api {
     int (*lives)(void *);
     void (*gray)(const void *, Bytes &);
     void (*rgb)(const void *, Bytes &);
+    // getRAM returns ``const ALERAM &`` (a pointer under the Itanium ABI); ALERAM's one data
+    // member is ``byte_t m_ram[128]`` (no base, nothing virtual: ALE's ale_ram.hpp), so the
+    // object's address is that of its 128 bytes. The self-check compares them with ale-py's
+    // Python getRAM.
+    const unsigned char *(*ram)(const void *);
     void (*reset_game)(void *);
     void (*set_mode)(void *, unsigned);
     void (*set_difficulty)(void *, unsigned);
@@ -93,6 +98,7 @@ const struct {
     {"_ZN3ale12ALEInterface5livesEv", offsetof(Api, lives)},
     {"_ZNK3ale12ALEInterface18getScreenGrayscaleERSt6vectorIhSaIhEE", offsetof(Api, gray)},
     {"_ZNK3ale12ALEInterface12getScreenRGBERSt6vectorIhSaIhEE", offsetof(Api, rgb)},
+    {"_ZNK3ale12ALEInterface6getRAMEv", offsetof(Api, ram)},
     {"_ZN3ale12ALEInterface10reset_gameEv", offsetof(Api, reset_game)},
     {"_ZN3ale12ALEInterface7setModeEj", offsetof(Api, set_mode)},
     {"_ZN3ale12ALEInterface13setDifficultyEj", offsetof(Api, set_difficulty)},

@@ -8,7 +8,9 @@
  *   pushed onto the frame stack;
  * - reset: a new game, or after a life loss with episodic life the same game going on; the
  *   no-op count drawn in Python beforehand (a column of counts drawn ahead); FIRE;
- * - infos: EnvPool's lives, reward (unclipped), terminated (game over), elapsed_step.
+ * - infos: EnvPool's lives, reward (unclipped), terminated (game over), elapsed_step, and with
+ *   ``ram_info`` its ram (ALE's 128 bytes of RAM);
+ * - render: the RGB screen (AtariEnv.render), between ops.
  *
  * The screen is the ROM's whole screen (``screen_h`` rows: 210, or up to 250 for 13 ROMs);
  * ``raw_h`` rows of it are resized (all of them, or EnvPool's top 210 with its crop).
@@ -41,6 +43,7 @@ using envhive::Source;
 // storage far larger than that, so a later version may add members.
 constexpr size_t kAleBytes = 1024;
 constexpr int kScreenW = 160;
+constexpr size_t kRamBytes = 128;  // the Atari 2600's RAM (ALE's ALERAM)
 
 struct Config {
     int frame_skip = 4, stack_num = 4, img_h = 84, img_w = 84, channels = 1;
@@ -50,6 +53,7 @@ struct Config {
     bool fire_first = false, pad_repeat = true, pad_zeros = false, loss_full = false;
     double sticky = 0.0;
     bool legal_actions = false;  // full_action_space: all 18 actions
+    bool ram_info = false;       // the ram info (else its column is left alone: Python hides it)
     int fire_action = 1, noop_action = 0;
     std::string lib, rom;
     // The area plan (_frames.AreaPlan's taps); resize == false: the frame is the screen.
@@ -91,9 +95,12 @@ struct Atari {
         std::vector<int32_t> r0, r1;
     };
 
-    static constexpr InfoField kInfos[] = {
-        {"lives", "int32", 4}, {"reward", "float32", 4}, {"terminated", "int32", 4}, {"elapsed_step", "int32", 4}};
-    static constexpr size_t kNumInfos = 4;
+    static constexpr InfoField kInfos[] = {{"lives", "int32", 4},
+                                           {"reward", "float32", 4},
+                                           {"terminated", "int32", 4},
+                                           {"ram", "uint8", kRamBytes},
+                                           {"elapsed_step", "int32", 4}};
+    static constexpr size_t kNumInfos = 5;
     // The no-op counts drawn ahead in Python (``stock_len`` per env) and how many each env used.
     static constexpr ColumnSpec kColumns[] = {{"stock", 4, 1, false}, {"stock_used", 4, 1, true}};
     static constexpr size_t kNumColumns = 2;
@@ -122,7 +129,8 @@ struct Atari {
                      {"reward_clip", &c.reward_clip}, {"fire_first", &c.fire_first},
                      {"pad_repeat", &c.pad_repeat}, {"pad_zeros", &c.pad_zeros},
                      {"loss_full", &c.loss_full}, {"resize", &c.resize}, {"use_fire", &c.fire},
-                     {"full_action_space", &c.legal_actions}, {"linear", &c.linear}};
+                     {"full_action_space", &c.legal_actions}, {"linear", &c.linear},
+                     {"ram_info", &c.ram_info}};
         for (auto &f : ints)
             if (!s.get(f.key, *f.field))
                 return false;
@@ -384,7 +392,24 @@ struct Atari {
         out.put<int32_t>(0, e.lives);
         out.put<float>(1, (float)e.raw_reward);
         out.put<int32_t>(2, api.game_over(e.ale, true) ? 1 : 0);
-        out.put<int32_t>(3, e.elapsed);
+        if (cfg.ram_info)
+            out.put_bytes(3, api.ram(e.ale), kRamBytes);
+        out.put<int32_t>(4, e.elapsed);
+    }
+
+    // AtariEnv.render: the RGB screen, (screen_h, 160, 3). An env not reset yet loads its ROM
+    // first, as AtariEnv has it loaded from the start (its reset then loads nothing more).
+    size_t render_bytes() const { return (size_t)cfg.screen_h * kScreenW * 3; }
+
+    void render(Env &e, uint8_t *dst) {
+        if (!e.loaded)
+            load(e, e.first_seed);
+        Bytes rgb(render_bytes());
+        api.rgb(e.ale, rgb);
+        if (rgb.size() != render_bytes())
+            throw std::runtime_error("ALE's RGB screen has " + std::to_string(rgb.size()) + " bytes, expected " +
+                                     std::to_string(render_bytes()));
+        memcpy(dst, rgb.data(), rgb.size());
     }
 };
 

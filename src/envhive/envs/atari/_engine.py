@@ -30,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -108,7 +109,7 @@ def games_config(options: AtariOptions, screen_rows: int) -> dict[str, Any]:
         "episodic_life": o.episodic_life, "reward_clip": o.reward_clip,
         "fire_first": o.reset_order == "fire_noop", "pad_repeat": o.stack_padding == "repeat",
         "pad_zeros": o.stack_padding == "zeros", "loss_full": o.life_loss_reset == "full",
-        "use_fire": o.use_fire_reset, "full_action_space": o.full_action_space,
+        "use_fire": o.use_fire_reset, "full_action_space": o.full_action_space, "ram_info": o.ram_info,
         "lib": ale_py._ale_py.__file__, "rom": str(ale_py.roms.get_rom_path(o.game)),
     }
     config["linear"] = False
@@ -164,6 +165,28 @@ class AtariThreadEngine(ThreadedEngine):
 
     def _columns(self) -> dict[str, np.ndarray]:
         return {"stock": self._stock, "stock_used": self._stock_used}
+
+    def _shows_info(self, name: str) -> bool:
+        return name != "ram" or self.options.ram_info
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+             env_ids: Sequence[int] | None = None) -> list[Any]:
+        """``render`` (as :meth:`AtariEnv.render`: each env's RGB screen, ``(height, 160, 3)``,
+        with ``render_mode="rgb_array"``, else ``None``), or the shared answers."""
+        if name != "render":
+            return super().call(name, args, kwargs, env_ids)
+        ids = range(self.num_envs) if env_ids is None else list(env_ids)
+        if self.options.render_mode != "rgb_array":
+            return [None] * len(ids)
+        if self._discarded:
+            self._settle()  # a discarded op may still be writing its env
+        shape = (int(self._games.render_bytes) // (3 * _WIDTH), _WIDTH, 3)
+        frames = []
+        for i in ids:
+            frame = np.empty(shape, np.uint8)
+            self._games.render(int(i), frame)
+            frames.append(frame)
+        return frames
 
     def _restock(self, i: int) -> None:
         """Draw env ``i``'s next no-op counts from its generator, as ``AtariEnv.reset`` would

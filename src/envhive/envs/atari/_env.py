@@ -13,7 +13,8 @@ for a seed by construction. Step for step it follows EnvPool's ``atari_env.h``:
   then ``1..noop_max`` no-op frames (one fewer with a fire reset), then FIRE in games that have
   it; the stack is filled with the first frame.
 * **infos**: ``lives``, ``reward`` (unclipped), ``terminated`` (game over, as int32) and
-  ``elapsed_step``, with EnvPool's dtypes.
+  ``elapsed_step``, with EnvPool's dtypes; with ``ram_info``, ``ram`` (ALE's 128 bytes of the
+  console's RAM, uint8), as EnvPool's Atari envs give it.
 
 Seeds: ``reset(seed=s)`` reloads the ROM with an ALE seed drawn from ``s`` (sticky actions and
 the game's own randomness) and restarts the no-op generator, so a seeded reset reproduces a
@@ -236,12 +237,15 @@ class AtariEnv(gym.Env):
         return self._stack.copy(), self._info(0.0)
 
     def _info(self, reward: float) -> dict[str, Any]:
-        return {
+        info = {
             "lives": np.int32(self._lives),
             "reward": np.float32(reward),
             "terminated": np.int32(self.ale.game_over()),
-            "elapsed_step": np.int32(self._elapsed),
         }
+        if self.options.ram_info:  # EnvPool's order: ram before elapsed_step
+            info["ram"] = self.ale.getRAM()
+        info["elapsed_step"] = np.int32(self._elapsed)
+        return info
 
     def _push(self, push_all: bool, maxpool: bool) -> None:
         """Max-pool the two captured screens (if asked), resize, push onto the stack; with

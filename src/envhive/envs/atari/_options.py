@@ -95,6 +95,9 @@ class AtariOptions:
         life_loss_reset: with ``episodic_life``, the reset after a life loss continues the
             game (``"continue"``, EnvPool) or restarts it (``"full"``, ale-py).
         render_mode: ``None`` or ``"rgb_array"`` (the raw screen).
+        ram_info: add ``info["ram"]``, the console's 128 bytes of RAM after the step or reset
+            (``uint8[128]``, as EnvPool's Atari envs give it; off by default: it costs a copy
+            of 128 bytes per env and step).
         envpool_crop: EnvPool's frames: resize only the top 210 lines of the screen, as
             EnvPool does (envhive uses the whole screen; they differ only for the 13 ROMs whose
             screen is taller, e.g. AirRaid, Carnival, Pooyan). For EnvPool compatibility.
@@ -122,6 +125,7 @@ class AtariOptions:
     stack_padding: str = "repeat"
     life_loss_reset: str = "continue"
     render_mode: str | None = None
+    ram_info: bool = False
     envpool_crop: bool = False
 
     @property
@@ -178,7 +182,7 @@ class AtariOptions:
             _int(g, "max_episode_steps", self.max_episode_steps, 1)
         for name in ("gray_scale", "episodic_life", "zero_discount_on_life_loss", "reward_clip",
                      "use_fire_reset", "full_action_space", "use_inter_area_resize", "maxpool",
-                     "envpool_crop"):
+                     "ram_info", "envpool_crop"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(f"envhive/{game_name(g)}-v5: {name}: expected a bool, got {getattr(self, name)!r}")
         p = self.repeat_action_probability

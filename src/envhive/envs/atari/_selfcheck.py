@@ -9,8 +9,9 @@ size may crash here, never in the user's process.
 
 The cases cover what the engine calls ALE for: grayscale and RGB screens, the minimal and the
 full action set, sticky actions (ALE's seed), a mode and a difficulty, episodic life (lives),
-the FIRE reset, time limits and autoresets (STEP_RESET, the terminal frame), and a screen
-taller than 210 lines.
+the FIRE reset, time limits and autoresets (STEP_RESET, the terminal frame), a screen taller
+than 210 lines, the RAM (``ram_info``: ALE's ``getRAM``, every step) and the rendered screen
+(``render``, at the end of each case).
 
 Examples:
     >>> [c[0] for c in CASES][:2]
@@ -27,12 +28,13 @@ import numpy as np
 __all__ = ["CASES", "check_case", "run_checks", "main"]
 
 #: ``(rom, options, agent steps)``, each run on two envs with distinct seeds.
+_SHOW = {"ram_info": True, "render_mode": "rgb_array"}
 CASES: list[tuple[str, dict[str, Any], int]] = [
-    ("pong", {"repeat_action_probability": 0.25, "max_episode_steps": 30}, 40),
+    ("pong", {"repeat_action_probability": 0.25, "max_episode_steps": 30, **_SHOW}, 40),
     ("breakout", {"gray_scale": False, "stack_num": 2, "full_action_space": True, "episodic_life": True,
-                  "noop_max": 3, "max_episode_steps": 40}, 50),
-    ("pong", {"mode": 1, "difficulty": 1, "max_episode_steps": 25}, 30),
-    ("pooyan", {"max_episode_steps": 20}, 25),
+                  "noop_max": 3, "max_episode_steps": 40, **_SHOW}, 50),
+    ("pong", {"mode": 1, "difficulty": 1, "max_episode_steps": 25, **_SHOW}, 30),
+    ("pooyan", {"max_episode_steps": 20, **_SHOW}, 25),
 ]
 
 
@@ -80,8 +82,11 @@ def check_case(rom: str, options: dict[str, Any], steps: int) -> str | None:
                     if not np.array_equal(b.obs[i], obs):
                         return f"{rom} {options}: the reset after step {t} of env {i} differs from AtariEnv's"
                 for key, value in step_info.items():
-                    if info[key][i] != value:
+                    if not np.array_equal(info[key][i], value):
                         return f"{rom} {options}: step {t} of env {i}: info {key} {info[key][i]} != {value}"
+        for i, (got, want) in enumerate(zip(engine.call("render", (), {}), (env.render() for env in envs))):
+            if not np.array_equal(got, want):
+                return f"{rom} {options}: env {i}'s rendered screen differs from AtariEnv's"
         return None
     finally:
         engine.close()
