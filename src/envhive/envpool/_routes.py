@@ -5,9 +5,10 @@
   ``envhive/<Game>-v5`` (EnvPool's options under their own names), the classic-control kernels,
   the MuJoCo gym v5 envs (gymnasium's keyword names; a non-default value of an option envhive's
   env lacks, e.g. ``frame_stack`` or EnvPool's own ``xml_file``, goes to EnvPool's engine).
-  ``render_mode`` runs envhive's env classes on the thread executor, which render (the
-  compiled kernels and the native Atari engine do not): classic control as gymnasium's own envs
-  (bit-identical to the kernels), Atari and MuJoCo as envhive's ``AtariEnv``/``MujocoEnv``.
+  Atari gets EnvPool's ``ram`` info (``ram_info``) and renders on whichever executor runs it
+  (the native engine included). ``render_mode`` runs the other families' env classes on the
+  thread executor, which render (the compiled kernels do not): classic control as gymnasium's
+  own envs (bit-identical to the kernels), MuJoCo as envhive's ``MujocoEnv``.
 * otherwise EnvPool's own engine, ``envpool/<id>`` (needs the ``envpool`` extra).
 
 A route also builds the pool (:meth:`Route.pool`) and describes its arrays (:meth:`Route.arrays`):
@@ -291,10 +292,10 @@ def _atari_route(spec: EnvSpec, task_id: str, config: Any, steps: int, render: A
     options["game"] = config.task
     options["max_episode_steps"] = steps
     options["envpool_crop"] = True  # EnvPool resizes the top 210 lines of taller screens
-    executor = "auto"
+    options["ram_info"] = True  # EnvPool's info["ram"]
     if render:
-        options["render_mode"], executor = render, "thread"
-    return Route(f"envhive/{game_name(config.task)}-v5", options, None, executor, elapsed=False,
+        options["render_mode"] = render
+    return Route(f"envhive/{game_name(config.task)}-v5", options, None, "auto", elapsed=False,
                  life_loss=bool(config.zero_discount_on_life_loss), render=bool(render), task_id=task_id)
 
 
