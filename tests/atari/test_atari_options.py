@@ -78,6 +78,7 @@ def test_ale_py_aliases():
         ({"difficulty": 99}, r"difficulty: expected one of the ROM's difficulties \[0, 1, 2, 3\]"),
         ({"mode": -2}, "mode"),
         ({"envpool_crop": 1}, "envpool_crop"),
+        ({"ram_info": "yes"}, r"ram_info: expected a bool"),
     ],
 )
 @pytest.mark.parametrize("executor", ["serial", "process", "native", "auto"])

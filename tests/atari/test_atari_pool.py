@@ -1,5 +1,6 @@
 """envhive/<Game>-v5 in a pool: the same seed gives the same frames on every executor, in every
-autoreset mode, in async use whatever the batch size, and after a seeded partial reset."""
+autoreset mode, in async use whatever the batch size, and after a seeded partial reset; the
+``ram`` info (``ram_info``) and the rendered screens are the same on every executor too."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ def acts(t: int, n: int = 3) -> np.ndarray:
     return np.array([(t * 7 + 3 * i) % 4 for i in range(n)], dtype=np.int64)
 
 
-def make(executor: str, mode: str = "next_step", n: int = 3, **kw):
+def make(executor: str, mode: str = "next_step", n: int = 3, options: dict | None = None, **kw):
     ex = {"native-1": NativeExecutor(num_threads=1), "native-3": NativeExecutor(num_threads=3)}.get(executor, executor)
-    return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs=KW, max_episode_steps=40, **kw)
+    return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs={**KW, **(options or {})},
+                        max_episode_steps=40, **kw)
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
@@ -52,6 +54,62 @@ def test_same_transcript_on_every_executor(mode):
     assert ended >= 3  # the run crossed episode ends (life losses and time limits)
     for other in runs[1:]:
         assert_same_transcript(runs[0], other)
+
+
+SHOW = {"ram_info": True, "render_mode": "rgb_array"}
+
+
+def screens(env) -> np.ndarray:
+    return np.stack(env.render())
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_ram_info_and_rendered_screens_are_the_same_on_every_executor(mode):
+    """The ``ram`` info of steps, resets and (same_step) final infos, and ``render()`` after
+    the run, equal serial's on every executor (the native engine reads ALE's RAM and screen
+    through ale-py's exported C++ API; the others call ale-py's Python binding)."""
+    runs = []
+    for executor in EXECUTORS:
+        env = make(executor, mode, options=SHOW)
+        try:
+            before = screens(env)  # before any reset: a loaded ROM's screen
+            rec = transcript(env, 60, acts, seed=3)
+            runs.append((rec, before, screens(env)))
+        finally:
+            env.close()
+    rec, before, after = runs[0]
+    assert rec[0][1]["ram"].shape == (3, 128) and rec[0][1]["ram"].dtype == np.uint8
+    assert before.shape == after.shape == (3, 210, 160, 3)
+    assert sum(int((r[2] | r[3]).sum()) for r in rec[1:]) >= 2  # episodes ended: resets compared
+    assert len({bytes(r[-1]["ram"]) for r in rec}) > 10  # the RAM changes as the game runs
+    for executor, (other, other_before, other_after) in zip(EXECUTORS[1:], runs[1:]):
+        assert_same_transcript(rec, other)
+        np.testing.assert_array_equal(other_after, after, err_msg=executor)
+        np.testing.assert_array_equal(other_before, before, err_msg=executor)
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_async_ram_per_env_is_serials_on_the_native_engine(mode):
+    """The async path (the engine's info table, rows taken per batch; same_step: the final
+    infos too) hands out each env's RAM as serial's."""
+    ref = per_env_async("serial", 4, rows=30, mode=mode, ram=True)
+    if mode == "same_step":  # life losses ended episodes: final infos' RAM compared
+        assert sum(row[-1] is not None for i in ref for row in ref[i][:30]) >= 2
+    for executor, batch in [("native", 2), ("native-1", 1)]:
+        got = per_env_async(executor, batch, rows=30, mode=mode, ram=True)
+        for i in range(4):
+            assert got[i][:30] == ref[i][:30], (executor, batch, i)
+
+
+@pytest.mark.parametrize("executor", ["serial", "native"])
+def test_without_ram_info_there_is_no_ram_and_without_render_mode_render_is_none(executor):
+    env = envhive.make(ID, num_envs=2, executor=executor, env_kwargs=KW)
+    try:
+        _, info = env.reset(seed=0)
+        assert "ram" not in info and "ram" not in env.step(acts(0, 2))[-1]
+        assert env.render() == (None, None)
+    finally:
+        env.close()
 
 
 def test_same_step_final_obs_is_the_terminal_frame_of_disabled_mode():
@@ -78,12 +136,13 @@ def test_same_step_final_obs_is_the_terminal_frame_of_disabled_mode():
     b.close()
 
 
-def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "next_step") -> dict[int, list]:
+def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "next_step",
+                  ram: bool = False) -> dict[int, list]:
     """Each env's own sequence of (obs sum, reward, flags, infos, terminal frame sum), with
     actions a function of the env and its own step count, received batch by batch until
     every env has at least ``rows`` rows (which envs finish first depends on the machine's
     load: a busy machine can hold one worker back for dozens of batches)."""
-    env = make(executor, mode, n=4, batch_size=batch_size, seed=5)
+    env = make(executor, mode, n=4, batch_size=batch_size, seed=5, options={"ram_info": ram})
     seqs: dict[int, list] = {i: [] for i in range(4)}
     env.async_reset()
     for _ in range(200 * rows):
@@ -96,6 +155,9 @@ def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "n
             final = (int(info["final_obs"][k].sum()),
                      *(float(info["final_info"][key][k]) for key in ("lives", "elapsed_step", "reward"))) \
                 if info.get("_final_obs", np.zeros(len(ids), bool))[k] else None
+            if ram:
+                infos += (bytes(info["ram"][k]),)
+                final = final and (*final, bytes(info["final_info"]["ram"][k]))
             seqs[i].append((int(obs[k].sum()), float(rew[k]), bool(term[k]), bool(trunc[k]), infos, final))
         env.send(np.array([(len(seqs[i]) * 5 + i) % 4 for i in ids.tolist()]), ids)
     env.close()

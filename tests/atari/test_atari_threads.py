@@ -198,9 +198,19 @@ def test_the_batch_refuses_what_would_crash():
     games = AtariThreadEngine(2, {"game": "pong"}, 1)._games
     with pytest.raises(ValueError, match="bind"):
         games.start(np.zeros(1, np.int64))
+    frame = np.zeros((210, 160, 3), np.uint8)
+    assert games.render_bytes == frame.nbytes
+    with pytest.raises(ValueError, match="holds"):
+        games.render(0, frame[:100])
+    with pytest.raises(IndexError):
+        games.render(2, frame)
+    games.render(1, frame)  # env 1 not reset yet: its ROM is loaded first
+    assert frame.any()
     games.close()
     with pytest.raises(ValueError, match="closed"):
         games.start(np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="closed"):
+        games.render(0, frame)
 
 
 def test_a_forked_child_steps_and_closes_the_pool_alone():

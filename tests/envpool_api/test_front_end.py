@@ -108,13 +108,48 @@ def test_atari_infos_as_envpool_gives_them():
     try:
         _, info = env.reset()
         for got in (info, env.step(np.ones(3, np.int32))[-1]):
-            assert list(got) == ["env_id", "players", "lives", "reward", "terminated", "elapsed_step"]
+            assert list(got) == ["env_id", "players", "lives", "reward", "terminated", "ram", "elapsed_step"]
+            assert got["ram"].dtype == np.uint8 and got["ram"].shape == (3, 128)
             assert got["env_id"].dtype == np.int32 and got["players"]["env_id"].tolist() == [0, 1, 2]
             assert got["lives"].tolist() == [5, 5, 5] and got["terminated"].dtype == np.int32
             assert not any(k.startswith("_") for k in got)
         assert got["elapsed_step"].tolist() == [1, 1, 1]
     finally:
         env.close()
+
+
+def test_atari_ram_and_rendered_screens_equal_envpools_step_for_step():
+    """EnvPool's ``ram`` info (key order, dtype, shape) and, with ``noop_max=1`` (EnvPool draws
+    its random no-op counts otherwise than envhive; with one there is nothing to draw), the
+    values: frames, RAM and rendered screens of both envs, every step of Breakout with
+    episodic life (life losses and the resets after them), on envhive's native engine."""
+    from envhive.executors import NativeExecutor
+
+    ep = _real()
+    runs = []
+    for mod in (ep, envpool):
+        env = mod.make_gym("Breakout-v5", num_envs=2, seed=0, noop_max=1, episodic_life=True,
+                           render_mode="rgb_array")
+        try:
+            if mod is envpool:
+                assert isinstance(env.pool.executor, NativeExecutor)
+            obs, info = env.reset()
+            rec, ends = [(list(info), obs, info["ram"].copy(), env.render(env_ids=[0, 1]))], 0
+            for t in range(120):
+                obs, _, term, trunc, info = env.step(np.array([(t * 5) % 4, (t * 3 + 1) % 4], np.int32))
+                ends += int((term | trunc).sum())
+                rec.append((list(info), obs, info["ram"].copy(), env.render(env_ids=[0, 1])))
+            runs.append((rec, ends))
+        finally:
+            env.close()
+    (want, ends), (got, _) = runs
+    assert ends >= 3  # life losses ended episodes: the RAM after resets was compared too
+    for t, (a, b) in enumerate(zip(want, got)):
+        assert a[0] == b[0], t
+        assert b[2].dtype == a[2].dtype == np.uint8 and b[2].shape == a[2].shape == (2, 128)
+        assert b[3].shape == a[3].shape == (2, 210, 160, 3) and b[3].dtype == a[3].dtype
+        for k, what in ((1, "frames"), (2, "ram"), (3, "render")):
+            np.testing.assert_array_equal(b[k], a[k], err_msg=f"step {t}: {what}")
 
 
 def test_elapsed_step_is_counted_for_engines_without_it():

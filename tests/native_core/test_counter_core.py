@@ -353,3 +353,21 @@ def test_the_batch_refuses_misuse_with_errors():
     with pytest.raises(ValueError, match="needs op_step"):
         counter._engine._counter.Batch(np.arange(2, dtype=np.int64), {}, 0)
     batch.close()
+
+
+def test_the_glue_declares_field_sizes_and_refuses_render_for_a_game_without_it():
+    """``info_fields`` gives each field's bytes per env (the Python side's column shapes); a
+    game that declares no render has ``render_bytes`` 0 and ``render`` raises."""
+    module = counter._engine._counter
+    assert module.info_fields() == [("steps", "int32", 4), ("distance", "float64", 8)]
+    env = make(NativeExecutor(2), 2)
+    try:
+        env.reset(seed=0)
+        games = engine_of(env)._games
+        assert games.render_bytes == 0
+        with pytest.raises(NotImplementedError, match="does not render"):
+            games.render(0, np.zeros(4, np.uint8))
+        with pytest.raises(ConfigError, match="render"):
+            env.render()  # the pool's answer for an engine whose envs are out of reach
+    finally:
+        env.close()
