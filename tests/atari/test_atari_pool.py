@@ -232,3 +232,22 @@ def test_default_executor_is_native_with_the_threaded_engine():
     assert one._pool.executor._engine._games.num_threads == 0
     one.close()
     two.close()
+
+
+@pytest.mark.parametrize("crop, rows", [(False, 220), (True, 210)])
+def test_a_tall_screen_renders_whole_or_cropped_as_envpool_the_same_on_every_executor(crop, rows):
+    """Pooyan's screen has 220 lines: rendered whole, or with ``envpool_crop`` its top 210
+    (EnvPool's render), on serial and the native engine alike."""
+    shown = []
+    for executor in ("serial", "native"):
+        env = envhive.make("envhive/Pooyan-v5", num_envs=2, executor=executor, seed=1,
+                           env_kwargs={"envpool_crop": crop, "render_mode": "rgb_array", "noop_max": 3})
+        try:
+            env.reset()
+            for t in range(5):
+                env.step(acts(t, 2) % 3)
+            shown.append(screens(env))
+        finally:
+            env.close()
+    assert shown[0].shape == (2, rows, 160, 3)
+    np.testing.assert_array_equal(shown[1], shown[0])

@@ -7,8 +7,8 @@ envhive, except:
 * ``INTERNALS``: tests of EnvPool's C++ internals (skipped on both).
 * ``NOT_HERE``: tests that fail on EnvPool 1.2.5 itself on this machine (skipped on both, with
   EnvPool's own reason); re-check with ``ENVHIVE_ENVPOOL_SUITE=real`` on another machine.
-* ``ATARI_ENGINE``: tests that need what envhive's native Atari engine does not give yet (the
-  ``ram`` info): ``xfail(strict=True)`` until it does, so the day it passes is noticed.
+* ``REFUSED``: tests that send what envhive refuses on purpose (an action outside the action
+  space): ``xfail(strict=True)``, so a change of either side is noticed.
 
 Families EnvPool itself cannot make here (Procgen without the system's Qt 5) are skipped with
 EnvPool's own import error, on both.
@@ -33,12 +33,10 @@ elif not REAL:
 
     envhive.envpool.install()
 
-RAM = ("needs the `ram` info (EnvPool's 128 bytes of Atari RAM), which envhive's native Atari "
-       "engine does not report yet (core37)")
-ATARI_ENGINE = {
-    "api_test.py::_GymSyncTest::test_lowlevel_step": RAM + ": info has 6 keys, not 7",
-    "api_test.py::_GymSyncTest::test_highlevel_step": RAM + ": info has 6 keys, not 7",
-    "atari_envpool_test.py::_AtariEnvPoolTest::test_ram_info": RAM,
+REFUSED = {
+    "api_test.py::_GymSyncTest::test_lowlevel_step":
+        "sends random actions 0..5 to Breakout-v5, whose action space is Discrete(4): EnvPool 1.2.5 "
+        "takes them unchecked, envhive refuses an action outside the space (ActionError)",
 }
 INTERNALS = {
     "atari_envpool_test.py::_AtariEnvPoolTest::test_raw_envpool":
@@ -85,8 +83,8 @@ def pytest_collection_modifyitems(config, items):
             why = table.get(key) or table.get(item.path.name)
             if why:
                 item.add_marker(mark(reason=why))
-        if not REAL and key in ATARI_ENGINE:
-            item.add_marker(pytest.mark.xfail(reason=ATARI_ENGINE[key], strict=True))
+        if not REAL and key in REFUSED:
+            item.add_marker(pytest.mark.xfail(reason=REFUSED[key], strict=True))
         if item.name == "test_make_procgen":
             if not procgen:
                 procgen.append(_procgen_error())

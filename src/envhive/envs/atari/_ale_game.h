@@ -397,19 +397,21 @@ struct Atari {
         out.put<int32_t>(4, e.elapsed);
     }
 
-    // AtariEnv.render: the RGB screen, (screen_h, 160, 3). An env not reset yet loads its ROM
-    // first, as AtariEnv has it loaded from the start (its reset then loads nothing more).
-    size_t render_bytes() const { return (size_t)cfg.screen_h * kScreenW * 3; }
+    // AtariEnv.render: the RGB screen's rows frames are made of (raw_h: all of them, or
+    // EnvPool's top 210), (raw_h, 160, 3). An env not reset yet loads its ROM first, as
+    // AtariEnv has it loaded from the start (its reset then loads nothing more).
+    size_t render_bytes() const { return (size_t)cfg.raw_h * kScreenW * 3; }
 
     void render(Env &e, uint8_t *dst) {
         if (!e.loaded)
             load(e, e.first_seed);
-        Bytes rgb(render_bytes());
+        const size_t screen = (size_t)cfg.screen_h * kScreenW * 3;
+        Bytes rgb(screen);
         api.rgb(e.ale, rgb);
-        if (rgb.size() != render_bytes())
+        if (rgb.size() != screen)
             throw std::runtime_error("ALE's RGB screen has " + std::to_string(rgb.size()) + " bytes, expected " +
-                                     std::to_string(render_bytes()));
-        memcpy(dst, rgb.data(), rgb.size());
+                                     std::to_string(screen));
+        memcpy(dst, rgb.data(), render_bytes());  // the top rows
     }
 };
 

@@ -321,10 +321,11 @@ class AtariEnv(gym.Env):
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The raw RGB screen (``render_mode="rgb_array"``), shape ``(height, 160, 3)``: the
-        ROM's whole screen (210 lines for most ROMs)."""
+        ROM's whole screen (210 lines for most ROMs), or with ``envpool_crop`` its top 210
+        lines, as EnvPool renders."""
         if self.render_mode != "rgb_array":
             return None
-        return np.asarray(self.ale.getScreenRGB())
+        return np.asarray(self.ale.getScreenRGB())[:self._rows]
 
     def close(self) -> None:
         """Release the emulator."""

@@ -98,9 +98,10 @@ class AtariOptions:
         ram_info: add ``info["ram"]``, the console's 128 bytes of RAM after the step or reset
             (``uint8[128]``, as EnvPool's Atari envs give it; off by default: it costs a copy
             of 128 bytes per env and step).
-        envpool_crop: EnvPool's frames: resize only the top 210 lines of the screen, as
-            EnvPool does (envhive uses the whole screen; they differ only for the 13 ROMs whose
-            screen is taller, e.g. AirRaid, Carnival, Pooyan). For EnvPool compatibility.
+        envpool_crop: EnvPool's frames: resize (and render) only the top 210 lines of the
+            screen, as EnvPool does (envhive uses the whole screen; they differ only for the 13
+            ROMs whose screen is taller, e.g. AirRaid, Carnival, Pooyan). For EnvPool
+            compatibility.
     """
 
     game: str
