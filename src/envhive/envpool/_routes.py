@@ -126,8 +126,27 @@ class Route:
         )
 
 
+class _FrozenDict(tuple):  # type: ignore[type-arg]
+    """A dict config value (ViZDoom's, e.g.) as a hashable tuple of its sorted items."""
+
+
 def _freeze(kwargs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()))
+    """``kwargs`` hashable (for the per-configuration caches): lists as tuples, dicts as
+    :class:`_FrozenDict`; :func:`_thaw` gives them back."""
+
+    def frozen(v: Any) -> Any:
+        if isinstance(v, dict):
+            return _FrozenDict(sorted((k, frozen(x)) for k, x in v.items()))
+        return tuple(frozen(x) for x in v) if isinstance(v, list) else v
+
+    return tuple(sorted((k, frozen(v)) for k, v in kwargs.items()))
+
+
+def _thaw(v: Any) -> Any:
+    """A frozen value as EnvPool takes it: dicts back, tuples as lists."""
+    if isinstance(v, _FrozenDict):
+        return {k: _thaw(x) for k, x in v}
+    return [_thaw(x) for x in v] if isinstance(v, tuple) else v
 
 
 def _envpool_installed() -> bool:
@@ -175,7 +194,7 @@ def _own_arrays(engine_id: str, kwargs: tuple[tuple[str, Any], ...], max_steps: 
     """Probe envhive's engine: one env built, reset and stepped (spaces, info keys)."""
     from envhive._registry import resolve_id
 
-    factory, _ = resolve_id(engine_id, dict(kwargs), max_steps)
+    factory, _ = resolve_id(engine_id, {k: v for k, v in kwargs}, max_steps)
     env = factory()
     try:
         _, reset_info = env.reset(seed=0)
@@ -203,9 +222,10 @@ def _pool_arrays(pool: Any) -> Arrays:
 @functools.lru_cache(maxsize=64)
 def _envpool_arrays(task_id: str, kwargs: tuple[tuple[str, Any], ...]) -> Arrays:
     """EnvPool's own spec of ``task_id`` with config values ``kwargs``."""
+    from envhive.envs.envpool._engine import spec_config
     from envhive.envs.envpool._real import envpool_module, real_envpool
 
-    config = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs if k not in WRAPPER_KEYS}
+    config = spec_config({k: _thaw(v) for k, v in kwargs})
     ep = envpool_module()
     with real_envpool():
         real = ep.make_spec(task_id, **config)
@@ -241,6 +261,8 @@ def _envpool_route(spec: EnvSpec, task_id: str, config: Any, why: str) -> Route:
     kwargs = {k.replace(".", "_"): v for k, v in zip(spec._config_keys, config) if k not in _POOL_KEYS}
     kwargs = {k: v for k, v in kwargs.items() if k != "max_num_players" or v != 1}
     kwargs.update(getattr(spec, "_wrapper", {}))
+    if type(spec).__name__.endswith("PixelEnvSpec"):  # EnvPool's pixel observations
+        kwargs["from_pixels"] = True
     return Route(f"envpool/{task_id}", kwargs, None, envpool=True, task_id=task_id,
                  render=bool(getattr(spec, "_wrapper", {}).get("render_mode")))
 

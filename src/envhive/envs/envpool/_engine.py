@@ -62,12 +62,20 @@ from envhive.errors import ConfigError, EnvWorkerError
 if TYPE_CHECKING:
     from envhive.engines import AsyncEngine, Engine
 
-__all__ = ["EnvPoolEngine", "INT32_SEEDS", "WRAPPER_KEYS", "envpool_module"]
+__all__ = ["EnvPoolEngine", "INT32_SEEDS", "WRAPPER_KEYS", "envpool_module", "spec_config"]
 
 #: Seeds EnvPool takes: ``-2**31 <= seed < 2**31`` (its ``make`` asserts it).
 INT32_SEEDS = 2**31
 #: ``make`` keywords EnvPool's Python wrapper keeps for itself (rendering).
 WRAPPER_KEYS = ("render_mode", "render_env_id", "render_width", "render_height", "render_camera_id")
+
+
+def spec_config(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of ``envpool.make_spec`` among an id's ``make`` keywords: the wrapper's
+    rendering keys go, except the frame size and camera of ``from_pixels`` observations
+    (there they are config values)."""
+    keep = ("render_width", "render_height", "render_camera_id") if kwargs.get("from_pixels") else ()
+    return {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS or k in keep}
 _result = tuple.__new__  # StepAllResult(...) without the NamedTuple's Python frame
 
 
@@ -117,7 +125,7 @@ class EnvPoolEngine:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.num_threads = max(1, min(num_threads or cores, n))
         ep = envpool_module()
-        spec_kwargs = {k: v for k, v in kwargs.items() if k not in WRAPPER_KEYS}
+        spec_kwargs = spec_config(kwargs)
         with real_envpool():
             self.layout = layout = Layout(ep.make_spec(task_id, num_envs=n, **spec_kwargs))
         self._multi = layout.players > 1

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envhive.engines._registry import CompiledEnv
-from envhive.envs.envpool._engine import WRAPPER_KEYS
+from envhive.envs.envpool._engine import WRAPPER_KEYS, spec_config
 from envhive.envs.envpool._real import envpool_module, real_envpool
 from envhive.errors import ConfigError, UnexpectedKeywordError
 
@@ -94,7 +94,7 @@ class EnvPoolFactory:
 
         ep = envpool_module()
         with real_envpool():
-            config = {k: v for k, v in self.kwargs.items() if k not in (*WRAPPER_KEYS, "seed", "env_seed")}
+            config = {k: v for k, v in spec_config(self.kwargs).items() if k not in ("seed", "env_seed")}
             spec = ep.make_spec(self.task_id, **config)
         layout = Layout(spec)
         rows = BufferSpec(1, layout.observation_space, layout.action_space, with_final_obs=True).bytes_per_env()
