@@ -128,27 +128,6 @@ def atari_factory(entry: CompiledEnv, kwargs: dict[str, Any], max_episode_steps:
     return AtariFactory(kwargs)
 
 
-class _EnvPoolPeer:
-    """EnvPool's gymnasium env as the bench measures vector envs: a batched action space of
-    int32 actions (what EnvPool checks), ``reset(seed=)`` (EnvPool seeds at ``make``)."""
-
-    def __init__(self, env: Any) -> None:
-        import gymnasium as gym
-
-        self.env = env
-        self.action_space = gym.spaces.MultiDiscrete([env.action_space.n] * env.config["num_envs"],
-                                                     dtype=np.int32)
-
-    def reset(self, seed: int | None = None) -> Any:
-        return self.env.reset()
-
-    def step(self, actions: Any) -> Any:
-        return self.env.step(actions)
-
-    def close(self) -> None:
-        self.env.close()
-
-
 def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Callable[[], Any]]]:
     """``envhive bench``'s peers for an Atari id: EnvPool's ``<Game>-v5`` (gymnasium API) and
     ale-py's ``AtariVectorEnv``, both with EnvPool's preprocessing and no reward clipping."""
@@ -157,8 +136,12 @@ def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Calla
 
     def envpool_env() -> Any:
         import envpool
+        import gymnasium as gym
 
-        return _EnvPoolPeer(envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, seed=0))
+        from envhive.engines._peers import EnvPoolPeer
+
+        env = envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, seed=0)
+        return EnvPoolPeer(env, gym.spaces.MultiDiscrete([env.action_space.n] * num_envs, dtype=np.int32))
 
     def ale_vector_env() -> Any:
         from ale_py.vector_env import AtariVectorEnv

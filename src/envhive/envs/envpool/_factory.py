@@ -121,38 +121,22 @@ def envpool_factory(entry: CompiledEnv, kwargs: dict[str, Any], max_episode_step
     return EnvPoolFactory(entry.family, kwargs)
 
 
-class _EnvPoolPeer:
-    """EnvPool's gymnasium pool as the bench measures vector envs: a batched action space
-    in EnvPool's dtype, ``reset(seed=)`` (EnvPool seeds at ``make``)."""
-
-    def __init__(self, env: Any, num_envs: int) -> None:
-        from gymnasium.vector.utils import batch_space
-
-        self.env = env
-        self.action_space = batch_space(env.action_space, num_envs)
-
-    def reset(self, seed: int | None = None) -> Any:
-        return self.env.reset()
-
-    def step(self, actions: Any) -> Any:
-        return self.env.step(actions)
-
-    def close(self) -> None:
-        self.env.close()
-
-
 def bench_peers(entry: CompiledEnv, num_envs: int) -> list[tuple[str, str, Callable[[], Any]]]:
     """``envhive bench``'s peer for an ``envpool/<id>`` id: EnvPool itself."""
     task = entry.family
     assert task is not None
 
     def build() -> Any:
+        from gymnasium.vector.utils import batch_space
+
+        from envhive.engines._peers import EnvPoolPeer
+
         ep = envpool_module()
         with real_envpool():
-            return _EnvPoolPeer(ep.make_gymnasium(task, num_envs=num_envs, seed=0), num_envs)
+            env = ep.make_gymnasium(task, num_envs=num_envs, seed=0)
+            return EnvPoolPeer(env, batch_space(env.action_space, num_envs))
 
     return [("EnvPool", task, build)]
-
 
 
 if TYPE_CHECKING:
