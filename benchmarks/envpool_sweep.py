@@ -32,6 +32,9 @@ from collections import defaultdict
 from typing import Any
 
 STEPS = 3
+#: An id still running after this many seconds is hung: its worker is killed and the id tried
+#: on EnvPool alone (which is bounded the same way).
+ID_TIMEOUT_S = 300
 
 
 def _short(err: BaseException) -> str:
@@ -105,9 +108,11 @@ def _envpool_alone(task: str) -> str:
     q = ctx.Queue()
     p = ctx.Process(target=_alone, args=(task, q))
     p.start()
-    p.join(600)
-    if p.exitcode != 0:
+    p.join(ID_TIMEOUT_S)
+    if p.exitcode is None:
         p.kill()
+        return f"EnvPool hung on it (over {ID_TIMEOUT_S} s)"
+    if p.exitcode != 0:
         return f"EnvPool's process died (exit code {p.exitcode})"
     why = q.get()
     return why or "ok"
@@ -133,7 +138,7 @@ def run(tasks_by_family: dict[str, list[str]], workers: int) -> dict[str, Any]:
                 while True:
                     kind, task, value = w["q"].get_nowait()
                     if kind == "start":
-                        w["current"] = task
+                        w["current"], w["since"] = task, time.monotonic()
                     elif kind == "done":
                         results[task], w["current"] = value, None
                         print(f"{len(results):5d} {task}: {'ok' if value[0] is None else 'FAILED'}", flush=True)
@@ -141,12 +146,15 @@ def run(tasks_by_family: dict[str, list[str]], workers: int) -> dict[str, Any]:
                         w["done"] = True
             except queue.Empty:
                 pass
+            if w["current"] is not None and time.monotonic() - w["since"] > ID_TIMEOUT_S:
+                w["p"].kill()  # hung inside an id: recorded below as a worker that died in it
+                w["p"].join(5)
             if w["done"] or not w["p"].is_alive():
                 w["p"].join(5)
                 running.remove(w)
                 current = w["current"]
                 if current is not None and not w["done"]:  # the worker died inside an id
-                    results[current] = (f"the process died inside envpool/{current}", _envpool_alone(current))
+                    results[current] = (f"the process died or hung inside envpool/{current}", _envpool_alone(current))
                     rest = w["tasks"][w["tasks"].index(current) + 1:]
                     if rest:
                         pending.insert(0, rest)

@@ -18,8 +18,11 @@ SAMPLE = {
     "mujoco.gym": "Pusher-v5", "mujoco.metaworld": "MetaWorld/Reach-v3",
     "mujoco.myosuite": "myoFingerReachFixed-v0", "mujoco.playground": "PandaPickCube-v1",
     "mujoco.robotics": "FetchReach-v4", "pgx": "Chess-v1", "procgen": "CoinrunEasy-v0",
-    "toy_text": "FrozenLake-v1", "vizdoom": "MyWayHome-v1",
+    "toy_text": "FrozenLake-v1",
 }
+# ViZDoom is left to the sweep: EnvPool's ViZDoom game process once never answered EnvPool's
+# make inside a test worker (EnvPool's side, blocked in C++ where no test timeout can reach it);
+# the sweep runs each id in a process of its own and bounds a hung one.
 
 
 def _envpool_cannot(task):
