@@ -82,6 +82,29 @@ def _actions(space: Any, count: int, dtype: Any) -> list[np.ndarray]:
     return [np.asarray([space.sample() for _ in range(count)], dtype) for _ in range(16)]
 
 
+def _loop(env: Any, acts: list[Any], sync: bool) -> Callable[[], Any]:
+    """One call of EnvPool's loop on ``env`` (EnvPool's pool or envhive's, the same API):
+    ``step`` of every env (sync), or ``send`` the batch received and ``recv`` the next."""
+    k = [0]
+    if sync:
+        env.reset()
+
+        def step() -> Any:
+            k[0] += 1
+            return env.step(acts[k[0] % 16])
+
+        return step
+    env.async_reset()
+    ids = [env.recv()[-1]["env_id"]]
+
+    def cycle() -> Any:
+        k[0] += 1
+        env.send(acts[k[0] % 16], ids[0])
+        ids[0] = env.recv()[-1]["env_id"]
+
+    return cycle
+
+
 def _envpool_loops(task: str, n: int, batch: int) -> tuple[Callable[[], Any], Any]:
     from envhive.envs.envpool._real import envpool_module, real_envpool
 
@@ -89,25 +112,7 @@ def _envpool_loops(task: str, n: int, batch: int) -> tuple[Callable[[], Any], An
     with real_envpool():
         env = ep.make_gymnasium(task, num_envs=n, batch_size=batch, seed=0)
     dtype = env.spec.action_array_spec["action"].dtype
-    acts = _actions(env.action_space, batch, dtype)
-    k = [0]
-    if batch == n:
-        env.reset()
-
-        def step() -> Any:
-            k[0] += 1
-            return env.step(acts[k[0] % 16])
-
-        return step, env
-    env.async_reset()
-    ids = [env.recv()[-1]["env_id"]]
-
-    def cycle() -> Any:
-        k[0] += 1
-        env.send(acts[k[0] % 16], ids[0])
-        ids[0] = env.recv()[-1]["env_id"]
-
-    return cycle, env
+    return _loop(env, _actions(env.action_space, batch, dtype), batch == n), env
 
 
 def _envhive_loops(task: str, n: int, batch: int) -> tuple[Callable[[], Any], Any]:
@@ -115,24 +120,7 @@ def _envhive_loops(task: str, n: int, batch: int) -> tuple[Callable[[], Any], An
 
     env = envhive.make(f"envpool/{task}", n, batch_size=batch, seed=0)
     acts = _actions(env.single_action_space, batch, env.single_action_space.dtype)
-    k = [0]
-    if batch == n:
-        env.reset()
-
-        def step() -> Any:
-            k[0] += 1
-            return env.step(acts[k[0] % 16])
-
-        return step, env
-    env.async_reset()
-    ids = [env.recv()[-1]["env_id"]]
-
-    def cycle() -> Any:
-        k[0] += 1
-        env.send(acts[k[0] % 16], ids[0])
-        ids[0] = env.recv()[-1]["env_id"]
-
-    return cycle, env
+    return _loop(env, acts, batch == n), env
 
 
 def engine_ratio(task: str, n: int, mode: str, seconds: float, repeats: int) -> dict[str, Any]:
