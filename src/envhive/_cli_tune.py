@@ -192,11 +192,18 @@ def plot_tune(rows: list[Row], default: str, path: Path, title: str) -> None:
 
 
 def choice_json(choice: AutoChoice) -> dict[str, Any]:
-    """``auto``'s choice as JSON: executor, workers, reason, predictions and measured costs."""
+    """``auto``'s choice as JSON: executor, workers, reason, predictions and measured costs.
+
+    Examples:
+        >>> from envhive.executors import AutoChoice
+        >>> choice_json(AutoChoice("serial", None, "one env"))["executor"]
+        'serial'
+    """
     return {"executor": choice.executor, "num_workers": choice.num_workers,
             "reason": choice.reason, "predicted": choice.predicted,
             "predicted_idle": choice.predicted_idle,
-            "costs": None if choice.costs is None else dataclasses.asdict(choice.costs)}
+            "costs": None if choice.costs is None else dataclasses.asdict(choice.costs),
+            "other_busy_cores": None if choice.costs is None else choice.costs.others}
 
 
 def tune(env: str, num_envs: int, seconds: float, spans: int, peers: bool = True) -> dict[str, Any]:
