@@ -229,7 +229,8 @@ def run_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     with background_load(load):  # stopped however the run ends, Ctrl-C included
         for n in args.num_envs:
             out.print(f"envhive tune {args.env} x{n}: every executor and worker count, "
-                      f"~{args.seconds:g} s each, {usable_cpus()} usable CPUs{beside}", highlight=False)
+                      f"~{args.seconds:g} s each, {usable_cpus()} usable CPUs{beside}", highlight=False,
+                      soft_wrap=True)
             doc = tune(args.env, n, args.seconds, args.spans, peers=not args.no_peer)
             rows, choice = doc.pop("_rows"), doc.pop("_choice")
             out.print(_table(rows, doc["default"], choice))
