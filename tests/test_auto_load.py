@@ -22,18 +22,12 @@ from envhive.executors import ThreadExecutor, _auto, _thread
 from envhive.executors._auto import EnvCosts, Load, decide, predict, probe
 from envhive.executors._load import cores_for, measure_load, slowest_share
 from envhive.testing import CountingEnv, assert_same_transcript, transcript
+from tests.test_auto import ALL, CHEAP, CPU_BOUND, GIL_FREE, WAITING
 
-ALL = ("serial", "thread", "process")
-
-WAITING = EnvCosts(step_wall=2e-3, step_cpu=2e-5, gil_free=1.0, obs_bytes=32, info_s=0.0,
-                   picklable=True, steps=32)
-CPU_BOUND = EnvCosts(step_wall=3e-4, step_cpu=3e-4, gil_free=0.0, obs_bytes=32, info_s=0.0,
-                     picklable=True, steps=32)
-GIL_FREE = EnvCosts(step_wall=1.2e-4, step_cpu=1.2e-4, gil_free=0.8, obs_bytes=300, info_s=0.0,
-                    picklable=True, steps=32)
-CHEAP = EnvCosts(step_wall=5e-6, step_cpu=5e-6, gil_free=None, obs_bytes=16, info_s=0.0,
-                 picklable=True, steps=32)
-KINDS = {"waiting": WAITING, "cpu_bound": CPU_BOUND, "gil_free": GIL_FREE, "cheap": CHEAP}
+# A MuJoCo-like step: short, mostly without the GIL.
+SHORT_GIL_FREE = replace(GIL_FREE, step_wall=1.2e-4, step_cpu=1.2e-4, gil_free=0.8, obs_bytes=300)
+KINDS = {"waiting": WAITING, "cpu_bound": CPU_BOUND, "gil_free": GIL_FREE,
+         "short_gil_free": SHORT_GIL_FREE, "cheap": CHEAP}
 
 
 def idle(cores: int) -> Load:
@@ -126,7 +120,7 @@ def test_a_waiting_env_keeps_its_workers_on_a_busy_machine() -> None:
 def test_a_busy_machine_counts_run_queue_delay_as_computing_not_waiting() -> None:
     # Beside 3 busy processes on 2 cores the caller got 0.4 of a core: a 300 us computation
     # took 750 us of wall time. Read as waiting, it would get one worker per env.
-    costs = replace(CPU_BOUND, step_wall=7.5e-4, load=busy(2, 4))
+    costs = replace(CPU_BOUND, step_wall=7.5e-4, step_cpu=3e-4, load=busy(2, 4))
     choice = decide(costs, 64, 2, ALL)
     assert choice.num_workers is None or choice.num_workers <= 8
     assert "computes" in choice.reason or choice.executor == "serial"
@@ -135,7 +129,7 @@ def test_a_busy_machine_counts_run_queue_delay_as_computing_not_waiting() -> Non
 def test_serial_prediction_under_load_is_what_the_probe_saw() -> None:
     # The probe's wall time already includes the other load: predicting serial under that
     # load gives the probe's own rate back.
-    costs = replace(CPU_BOUND, step_wall=7.5e-4, load=busy(2, 4))
+    costs = replace(CPU_BOUND, step_wall=7.5e-4, step_cpu=3e-4, load=busy(2, 4))
     assert predict(costs, "serial", 1, 16, 2, over=_auto.Overheads(per_env=0.0)) == pytest.approx(1 / 7.5e-4)
 
 
