@@ -1,21 +1,44 @@
-"""Build hook for the C extensions; all metadata lives in pyproject.toml.
+"""Build hook for the C and C++ extensions; all metadata lives in pyproject.toml.
 
-Both are optional: when one cannot be compiled (no C compiler), the install goes on and
-envhive runs the same thing in Python.
+Every one is optional: when one cannot be compiled (no C or C++ compiler), the install goes on
+and envhive runs the same thing another way.
 
 * ``envhive._runloop`` is the C fast path of ``EnvRunner.run`` (else the same loop in Python;
   ``envhive.executors.compiled_runner()`` says which one is in use).
 * ``envhive.envs.atari._cframes`` is Atari's max-pool + area resize + frame stack push (else
   ``cv2.resize``, which it equals bit for bit). ``-ffp-contract=off``: no fused multiply-add,
   so its float sums round as OpenCV's do.
-* ``envhive.envs.atari._alethreads`` (C++, Linux) steps a batch of Atari games in C++ threads
-  through ale-py's exported C++ API, with the same resize (``_area.h``); without it the native
-  Atari engine runs the games in worker processes.
+* The C++ families on envhive's threaded batch core (``src/envhive/engines/include/envhive``),
+  Linux only, one line each in ``FAMILIES``: ``envhive.envs.atari._alethreads`` steps Atari
+  games through ale-py's exported C++ API (without it, ``envhive/<Game>-v5`` runs ``AtariEnv``
+  on the process executor).
+  ``-O3`` on purpose (the area resize takes about twice as long at ``-O2``).
 """
 
 import sys
 
 from setuptools import Extension, setup
+
+CORE = "src/envhive/engines/include"
+
+
+def threaded_family(name: str, sources: list[str], depends: tuple[str, ...] = (), libraries: tuple[str, ...] = ()):
+    """A C++ family's module on the threaded batch core (its game header, its module file)."""
+    core = [f"{CORE}/envhive/{h}" for h in ("threaded_batch.h", "batch_module.h", "batch_api.h")]
+    return Extension(
+        name, sources, language="c++", include_dirs=[CORE],
+        extra_compile_args=["-std=c++17", "-O3", "-ffp-contract=off", "-pthread"],
+        extra_link_args=["-pthread"], libraries=list(libraries), depends=[*core, *depends], optional=True,
+    )
+
+
+ATARI = "src/envhive/envs/atari"
+FAMILIES = [
+    threaded_family("envhive.envs.atari._alethreads",
+                    [f"{ATARI}/_alethreads.cpp", f"{ATARI}/_ale_newabi.cpp", f"{ATARI}/_ale_oldabi.cpp"],
+                    (f"{ATARI}/_area.h", f"{ATARI}/_linear.h", f"{ATARI}/_ale_api.h", f"{ATARI}/_ale_game.h"), ("dl",)),
+    threaded_family("envhive.testing.counter._counter", ["src/envhive/testing/counter/_module.cpp"]),
+]
 
 setup(
     ext_modules=[
@@ -31,15 +54,6 @@ setup(
             depends=["src/envhive/envs/atari/_area.h"],
             optional=True,
         ),
-        *([Extension(
-            "envhive.envs.atari._alethreads",
-            ["src/envhive/envs/atari/_threads.cpp", "src/envhive/envs/atari/_ale_oldabi.cpp"],
-            language="c++",
-            extra_compile_args=["-std=c++17", "-O3", "-ffp-contract=off", "-pthread"],
-            extra_link_args=["-pthread"],
-            libraries=["dl"],
-            depends=["src/envhive/envs/atari/_area.h", "src/envhive/envs/atari/_ale_batch.h"],
-            optional=True,
-        )] if sys.platform.startswith("linux") else []),
+        *(FAMILIES if sys.platform.startswith("linux") else []),
     ]
 )

@@ -11,10 +11,9 @@ best run is the least disturbed one). Same preprocessing everywhere: 84x84 grays
 frame skip 4, max-pool, up to 30 no-ops, fire reset, no reward clipping, random actions.
 
 * sync: ``step`` of every env.
-* ``envhive`` is the default (``executor="auto"``: the native executor's threaded Atari
-  engine, one C++ thread per core; the caller alone for one env); ``envhive_processes`` the
-  native executor's worker-process engine (``ENVHIVE_ATARI_ENGINE=processes``: the fallback,
-  and the default before the threaded engine).
+* ``envhive`` is the default (``executor="auto"``: the native executor's Atari engine, one
+  C++ thread per core; the caller alone for one env); ``envhive_process`` is ``AtariEnv`` on
+  the process executor (``executor="process"``: where the engine cannot run, the fallback).
 * async: ``batch_size = num_envs / 2``; ``recv`` the first half to finish, ``send`` them
   their actions (EnvPool's ``send``/``recv``; envhive's, which are the same API;
   ``AtariVectorEnv`` with ``batch_size``, whose ``step`` sends to the last batch received).
@@ -114,9 +113,8 @@ def _make(lib: str, game: str, n: int, batch: int) -> tuple[Any, Any]:
         return env, env.single_action_space.n
     import envhive
 
-    if lib == "envhive_processes":  # the native executor's worker-process engine (the fallback)
-        os.environ["ENVHIVE_ATARI_ENGINE"] = "processes"
-    env = envhive.make(f"envhive/{game}-v5", num_envs=n, batch_size=batch, seed=0, copy=False)
+    executor = "process" if lib == "envhive_process" else "auto"  # the fallback: AtariEnv in workers
+    env = envhive.make(f"envhive/{game}-v5", num_envs=n, batch_size=batch, seed=0, copy=False, executor=executor)
     return env, env.single_action_space.n
 
 
@@ -174,7 +172,7 @@ def main() -> None:
     ap.add_argument("--games", nargs="+", default=["Pong", "Breakout"])
     ap.add_argument("--envs", nargs="+", type=int, default=[1, 8, 64])
     ap.add_argument("--modes", nargs="+", default=["sync", "async"])
-    ap.add_argument("--libs", nargs="+", default=["envhive", "envhive_processes", "envpool", "ale_vector"])
+    ap.add_argument("--libs", nargs="+", default=["envhive", "envhive_process", "envpool", "ale_vector"])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default="benchmarks/results/atari.json")
@@ -214,7 +212,7 @@ def main() -> None:
                     if lib.startswith("envhive"):
                         row[f"{lib}_executor"] = r["desc"]
                 peers = [row[p] for p in ("envpool", "ale_vector") if p in row]
-                for mine in ("envhive", "envhive_processes"):
+                for mine in ("envhive", "envhive_process"):
                     if mine in row and peers:
                         row[f"{mine}_vs_best_peer"] = round(row[mine] / max(peers), 3)
                 print(json.dumps(row), flush=True)

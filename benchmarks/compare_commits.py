@@ -1,15 +1,20 @@
 """Before/after throughput: envhive at a base commit vs a head tree, with the peers, one run.
 
-Shows that a change to the core lost no speed. For each benchmark (64 envs each):
+Shows that a change to the core lost no speed. For each benchmark (64 envs each, or each of
+``--num-envs``):
 
-1. ``CartPole serial``: the serial executor on gymnasium CartPole-v1, vs gymnasium
-   ``SyncVectorEnv``.
+1. ``CartPole serial`` / ``CartPole thread``: the serial / thread executor on gymnasium
+   CartPole-v1, vs gymnasium ``SyncVectorEnv``.
 2. ``CartPole process`` and ``CartPole process parent_slice``: the process executor (one
    worker per CPU; and ``ProcessExecutor(parent_slice=True)``), vs a plain for-loop over 64
    gymnasium envs in one process.
 3. ``native CartPole``: ``envhive.make("envhive/CartPole-v1", 64)`` vs EnvPool.
 4. ``native HalfCheetah`` / ``native Ant``: the compiled MuJoCo ``envhive/HalfCheetah-v5`` and
    ``envhive/Ant-v5`` vs EnvPool.
+5. ``Atari <Game> x<n> <mode>``: ``envhive/Pong-v5`` and ``envhive/Breakout-v5`` (the native
+   Atari engine, ``executor="auto"``) at 8 and 64 envs, sync (``step``) and async (``send`` of
+   the half received, ``recv`` of the next half: ``batch_size = n / 2``), vs EnvPool the same
+   way (``--only Atari`` runs these alone).
 
 How: ``git worktree add`` of ``--base`` (default ``e95c985``, the commit before the refactor)
 into a temporary directory, ``python setup.py -q build_ext --inplace`` there (builds the C loop
@@ -28,9 +33,21 @@ Full run (about 4 minutes on 2 cores, estimated from the quick run), from the re
 
     python benchmarks/compare_commits.py --base e95c985 --json benchmarks/results/compare_commits.json
 
+``--matrix`` measures the pool's own cost instead: CartPole-v1 on the serial, thread and
+process executors at 1, 8 and 64 envs, each with sync ``step`` and with EnvPool's async loop
+(``recv()`` a batch of half the envs, ``send`` their actions back by ``info["env_id"]``), plus
+native CartPole, HalfCheetah and Ant at 64 envs (sync); no peers (the ratio that matters is
+head/base). About 15 minutes on 2 cores::
+
+    python benchmarks/compare_commits.py --matrix --base e4b8406 --json /tmp/compare_matrix.json
+
 Smoke run (about a minute)::
 
     python benchmarks/compare_commits.py --quick
+
+Per-call cost across batch sizes, base and head only::
+
+    python benchmarks/compare_commits.py --base e4b8406 --only cartpole --num-envs 1 8 64 --no-peers
 
 EnvPool (the peer for 3 and 4) is in the ``bench`` extra; if it does not import, its column
 reads ``missing`` and the JSON says why.
@@ -58,12 +75,15 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
 NUM_ENVS = 64
 N_ACTIONS = 64  # pre-sampled action batches, cycled
-ENVHIVE_KINDS = ("serial", "process", "process_parent_slice", "native")
+ENVHIVE_KINDS = ("serial", "thread", "process", "process_parent_slice", "native", "native_async")
 PEER_NAMES = {"gym_sync": "gymnasium SyncVectorEnv", "gym_loop": "plain for-loop",
-              "envpool": "EnvPool"}
+              "envpool": "EnvPool", "envpool_async": "EnvPool"}
+ASYNC_KINDS = ("native_async", "envpool_async")
 
 BENCHMARKS: list[dict[str, str]] = [
     {"name": "CartPole serial", "kind": "serial", "env_id": "CartPole-v1",
+     "peer": "gym_sync", "peer_id": "CartPole-v1"},
+    {"name": "CartPole thread", "kind": "thread", "env_id": "CartPole-v1",
      "peer": "gym_sync", "peer_id": "CartPole-v1"},
     {"name": "CartPole process", "kind": "process", "env_id": "CartPole-v1",
      "peer": "gym_loop", "peer_id": "CartPole-v1"},
@@ -75,6 +95,21 @@ BENCHMARKS: list[dict[str, str]] = [
      "peer": "envpool", "peer_id": "HalfCheetah-v5"},
     {"name": "native Ant", "kind": "native", "env_id": "envhive/Ant-v5",
      "peer": "envpool", "peer_id": "Ant-v5"},
+    *({"name": f"Atari {game} x{n} {mode}", "kind": "native" if mode == "sync" else "native_async",
+       "env_id": f"envhive/{game}-v5", "peer": "envpool" if mode == "sync" else "envpool_async",
+       "peer_id": f"{game}-v5", "num_envs": str(n)}
+      for game in ("Pong", "Breakout") for n in (8, 64) for mode in ("sync", "async")),
+]
+
+#: ``--matrix``: the pool's per-call cost across executors, sizes and sync/async loops.
+MATRIX: list[dict[str, Any]] = [
+    {"name": f"CartPole {kind} x{n} {mode}", "kind": kind, "env_id": "CartPole-v1",
+     "num_envs": n, "mode": mode, "peer": None}
+    for kind in ("serial", "thread", "process") for n in (1, 8, 64) for mode in ("sync", "async")
+] + [
+    {"name": f"native {name} x64 sync", "kind": "native", "env_id": f"envhive/{name}-{v}",
+     "num_envs": 64, "mode": "sync", "peer": None}
+    for name, v in (("CartPole", "v1"), ("HalfCheetah", "v5"), ("Ant", "v5"))
 ]
 
 
@@ -105,21 +140,23 @@ class _GymLoop:
             e.close()
 
 
-def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
-    """(env with reset/step/close, single-env action space) for one runner kind."""
+def _make(kind: str, env_id: str, n: int, batch_size: int | None = None) -> tuple[Any, Any]:
+    """(env with reset/step/close, single-env action space) for one runner kind (the async
+    kinds ``native_async``/``envpool_async``: ``batch_size = n / 2``)."""
     if kind in ENVHIVE_KINDS:
         import envhive
 
-        if kind == "serial":
-            env = envhive.make(env_id, n, executor="serial")
-        elif kind == "process":
-            env = envhive.make(env_id, n, executor="process")
+        kw: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
+        if kind == "native_async":
+            env = envhive.make(env_id, n, batch_size=max(n // 2, 1), copy=False)
+        elif kind in ("serial", "thread", "process"):
+            env = envhive.make(env_id, n, executor=kind, **kw)
         elif kind == "process_parent_slice":
             from envhive.executors import ProcessExecutor
 
-            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True))
+            env = envhive.make(env_id, n, executor=ProcessExecutor(parent_slice=True), **kw)
         else:
-            env = envhive.make(env_id, n)
+            env = envhive.make(env_id, n, **kw)
     elif kind == "gym_sync":
         import gymnasium as gym
 
@@ -130,6 +167,10 @@ def _make(kind: str, env_id: str, n: int) -> tuple[Any, Any]:
         import envpool
 
         env = envpool.make_gymnasium(env_id, num_envs=n, seed=0)
+    elif kind == "envpool_async":
+        import envpool
+
+        env = envpool.make_gymnasium(env_id, num_envs=n, batch_size=max(n // 2, 1), seed=0)
     else:
         raise ValueError(f"unknown runner kind {kind!r}")
     space = getattr(env, "single_action_space", None) or env.action_space
@@ -164,21 +205,39 @@ def _check_tree(tree: str) -> dict[str, Any]:
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
-    kind, env_id, n = spec["kind"], spec["env_id"], NUM_ENVS
+    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``.
+
+    ``mode="sync"``: ``env.step(actions)``. ``mode="async"`` (and the async kinds): EnvPool's
+    loop on a pool with ``batch_size = max(1, n // 2)``: ``recv()`` a batch, ``send`` its
+    actions back to the envs it names (``info["env_id"]``); a call is one recv + one send, and
+    counts ``batch_size`` env-steps."""
+    kind, env_id = spec["kind"], spec["env_id"]
+    n = int(spec.get("num_envs", NUM_ENVS))
+    mode = "async" if kind in ASYNC_KINDS else spec.get("mode", "sync")
     seconds, reps = float(spec["seconds"]), int(spec["reps"])
-    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n}
+    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n, "mode": mode}
     if kind in ENVHIVE_KINDS:
         result.update(_check_tree(spec["tree"]))
     t0 = time.perf_counter()
-    env, space = _make(kind, env_id, n)
+    k = max(1, n // 2) if mode == "async" else n
+    env, space = _make(kind, env_id, n, k if mode == "async" else None)
     try:
-        env.reset(seed=0)
-        acts = _actions(space, n, N_ACTIONS)
+        acts = _actions(space, k, N_ACTIONS)
+        if mode == "async":
+            env.async_reset()
+
+            def call(i: int) -> None:
+                ids = env.recv()[4]["env_id"]
+                env.send(acts[i % N_ACTIONS], ids)
+        else:
+            env.reset(seed=0)
+
+            def call(i: int) -> None:
+                env.step(acts[i % N_ACTIONS])
         warm_end = time.perf_counter() + min(0.5, seconds / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
-            env.step(acts[i % N_ACTIONS])
+            call(i)
             i += 1
         result["setup_s"] = time.perf_counter() - t0
         rates, calls_per_rep = [], []
@@ -188,12 +247,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             deadline = start + seconds
             while True:
                 for _ in range(10):
-                    env.step(acts[calls % N_ACTIONS])
+                    call(calls)
                     calls += 1
                 now = time.perf_counter()
                 if now >= deadline:
                     break
-            rates.append(calls * n / (now - start))
+            rates.append(calls * k / (now - start))
             calls_per_rep.append(calls)
     finally:
         env.close()
@@ -323,7 +382,7 @@ def table(entries: list[dict[str, Any]]) -> str:
     lines = ["| benchmark | base steps/s | head steps/s | head/base | peer steps/s | head/peer |",
              "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
-        peer = f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
+        peer = "-" if e["peer"] is None else f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
         lines.append(f"| {e['name']} | {_fmt(e['base'])} | {_fmt(e['head'])} | "
                      f"{_ratio(e['head'], e['base'])} | {peer} | {_ratio(e['head'], e['peer_rate'])} |")
     return "\n".join(lines)
@@ -331,7 +390,7 @@ def table(entries: list[dict[str, Any]]) -> str:
 
 def _peer_available(kind: str) -> str | None:
     """None if the peer library imports here, else why not."""
-    if kind != "envpool":
+    if kind not in ("envpool", "envpool_async"):
         return None
     p = subprocess.run([sys.executable, "-c", "import envpool"], capture_output=True, text=True,
                        cwd=tempfile.gettempdir())
@@ -343,14 +402,21 @@ def _peer_available(kind: str) -> str | None:
 
 def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any]) -> None:
     """Run every benchmark, base and head interleaved, the peer after each pair."""
-    benches = [b for b in BENCHMARKS if not args.only or args.only.lower() in b["name"].lower()]
-    missing = {k: why for k in {b["peer"] for b in benches} if (why := _peer_available(k))}
+    chosen = [b for b in (MATRIX if args.matrix else BENCHMARKS)
+              if not args.only or args.only.lower() in b["name"].lower()]
+    # A benchmark whose name gives its batch size (Atari x8, x64, the matrix) runs at that size.
+    benches = [{**b, "num_envs": int(b["num_envs"])} for b in chosen if "num_envs" in b]
+    benches += [{**b, "name": f"{b['name']} x{n}" if len(args.num_envs) > 1 else b["name"], "num_envs": n}
+                for b in chosen if "num_envs" not in b for n in args.num_envs]
+    missing = {k: why for k in {b["peer"] for b in benches} - {None} if (why := _peer_available(k))}
+    if args.no_peers:
+        missing = {b["peer"]: "not measured (--no-peers)" for b in benches if b["peer"] is not None}
     out["peers_missing"] = missing
     t_start = time.perf_counter()
     for b in benches:
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
-                "reps": args.reps}
-        peer_spec = {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
+                "reps": args.reps, "num_envs": b["num_envs"], "mode": b.get("mode", "sync")}
+        peer_spec = None if b["peer"] is None else {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):
             order = [("base", base), ("head", head)]
@@ -358,17 +424,18 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
                 order.reverse()
             for label, tree in order:
                 samples[label].append(run_one(spec, tree, args.timeout))
-            if b["peer"] in missing:
+            if peer_spec is not None and b["peer"] in missing:
                 samples["peer"].append({"error": missing[b["peer"]]})
-            else:
+            elif peer_spec is not None:
                 samples["peer"].append(run_one(peer_spec, None, args.timeout))
         entry = {"name": b["name"], "envhive": spec, "peer": b["peer"], "peer_spec": peer_spec,
                  "base": _median(samples["base"]), "head": _median(samples["head"]),
                  "peer_rate": _median(samples["peer"]), "samples": samples}
         out["benchmarks"].append(entry)
         errs = sorted({s["error"] for v in samples.values() for s in v if "error" in s})
-        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}, "
-              f"peer {_fmt(entry['peer_rate'])} ({time.perf_counter() - t_start:.0f}s)"
+        peer = "" if peer_spec is None else f", peer {_fmt(entry['peer_rate'])}"
+        print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}{peer} "
+              f"({time.perf_counter() - t_start:.0f}s)"
               + (f"; errors: {errs}" if errs else ""), file=sys.stderr, flush=True)
 
 
@@ -387,6 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="per subprocess, seconds")
     ap.add_argument("--only", help="run benchmarks whose name contains this (case-insensitive)")
     ap.add_argument("--json", type=Path, default=None, help="write results here")
+    ap.add_argument("--num-envs", type=int, nargs="+", default=[NUM_ENVS],
+                    help=f"batch sizes, each benchmark at each (default {NUM_ENVS})")
+    ap.add_argument("--no-peers", action="store_true", help="measure base and head only")
+    ap.add_argument("--matrix", action="store_true",
+                    help="the pool's cost: serial/thread/process x 1/8/64 envs x sync/async, "
+                         "native CartPole/HalfCheetah/Ant (see the module docstring)")
     args = ap.parse_args(argv)
 
     if args.worker:
@@ -406,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "command": [Path(sys.executable).name, *sys.argv],
         "machine": machine_info(),
-        "num_envs": NUM_ENVS, "repeats": args.repeats, "reps": args.reps,
+        "num_envs": None if args.matrix else args.num_envs, "matrix": args.matrix,
+        "repeats": args.repeats, "reps": args.reps,
         "seconds": args.seconds, "quick": args.quick,
         "unit": "env-steps per second (calls x num_envs / s); medians over repeats",
         "setup_commands": [], "benchmarks": [],
@@ -427,8 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
+    envs = "num_envs as named" if args.matrix else f"{args.num_envs} envs unless the name says"
     print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
-          f"{NUM_ENVS} envs, env-steps/s", file=sys.stderr)
+          f"{envs}, env-steps/s; load {out['machine'].get('loadavg_start')} -> "
+          f"{out['machine']['loadavg_end']}", file=sys.stderr)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

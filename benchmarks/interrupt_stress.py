@@ -5,8 +5,8 @@ moment, over and over, and reports what happened.
 
 Each cell is an executor (serial; thread, 2 threads for 4 envs, so the caller steals shares;
 process, 2 workers; native, ``envhive/CartPole-v1``; atari, ``envhive/Pong-v5`` on the native
-executor's threaded Atari engine (the caller and a C++ thread); atari_processes, the same on its
-worker-process engine, 2 workers), an operation (a loop of sync ``step``
+executor's Atari engine (the caller and a C++ thread); atari_process, ``envhive/Pong-v5`` on the
+process executor, 2 workers: where the engine cannot run), an operation (a loop of sync ``step``
 (TorchRL: ``rollout``), a loop of ``reset``, an async ``send``/``recv`` loop over half the
 envs, a loop of ``send`` of every env then ``wait`` (gymnasium: ``step_async``/
 ``step_wait``), a loop of ``call``, or ``close`` with work in flight) and a front end
@@ -16,10 +16,8 @@ the operation, ``--trials`` times per cell. After each interrupt:
 * the pool must still be usable: a seeded ``reset()`` then 3 steps must give exactly what a
   fresh pool of the same cell gives (else the trial counts as *wrong*, as does any error);
 * ``close`` (cut short, then called again, as a user would) must leave no ``/dev/shm``
-  segment, no worker process, no worker thread (the threaded Atari engine's C++ threads
-  included: the process's thread count must be back where it was) and, for the Atari
-  worker-process engine on Linux, none of its block's and semaphores' descriptors open (else
-  *wrong*).
+  segment, no worker process, no worker thread (the Atari engine's C++ threads included:
+  the process's thread count must be back where it was) (else *wrong*).
 
 Every trial runs under a watchdog: one that does not finish within ``--hang-s`` counts as a
 *hang*, dumps every thread's stack, and is broken out of (SIGUSR1) so the run goes on.
@@ -88,8 +86,8 @@ class StressEnv(CountingEnv):
         return int(self.tag or 0)
 
 
-EXECUTORS = ["serial", "thread", "process", "native", "atari", "atari_processes"]
-NATIVE = ("native", "atari", "atari_processes")  # compiled ids: the whole frame compared
+EXECUTORS = ["serial", "thread", "process", "native", "atari", "atari_process"]
+NATIVE = ("native", "atari", "atari_process")  # compiled ids: the whole frame compared
 OPS = ["step", "reset", "recv", "wait", "call", "close"]
 APIS = ["gymnasium", "torchrl", "sb3"]
 
@@ -97,8 +95,8 @@ APIS = ["gymnasium", "torchrl", "sb3"]
 def build(executor: str, api: str) -> Any:
     if executor in NATIVE:
         env_id = "envhive/CartPole-v1" if executor == "native" else "envhive/Pong-v5"
-        os.environ["ENVHIVE_ATARI_ENGINE"] = "processes" if executor == "atari_processes" else "threads"
-        return envhive.make(env_id, N, api=api, batch_size=N // 2, seed=0)
+        where: Any = ProcessExecutor(2) if executor == "atari_process" else "native"
+        return envhive.make(env_id, N, api=api, batch_size=N // 2, seed=0, executor=where)
     ex: Any = {"serial": SerialExecutor, "thread": lambda: ThreadExecutor(2),
                "process": lambda: ProcessExecutor(2)}[executor]()
     return envhive.make([functools.partial(StressEnv, i) for i in range(N)], executor=ex,
@@ -378,16 +376,7 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
     os_threads_before = len(os.listdir("/proc/self/task"))  # C++ threads too
     fe = FrontEnd(build(executor, api), api, executor in NATIVE)
     fe.seeded_reset()
-    pids = fe.pool.executor.worker_pids() if executor == "process" else []
-    blocks: list[str] = []
-    fds: list[Any] = []  # the Atari engine's memfd block and eventfd semaphores (Linux)
-    if executor == "atari_processes":  # its own workers and block, not the process executor's
-        engine = fe.pool.executor._engine
-        pids = [p.pid for p in engine._procs]
-        if engine._shm is not None:  # the named block of other platforms
-            blocks = [engine._shm.name]
-        else:
-            fds = [engine._block, engine._round_done, engine._async_done, *engine._cmd]
+    pids = fe.pool.executor.worker_pids() if executor in ("process", "atari_process") else []
     fe.pool.send(fe.zeros)  # in flight while the pool closes
     timer = None
     closed = False
@@ -402,10 +391,8 @@ def _close_trial(executor: str, api: str, rng: random.Random, cell: dict[str, An
         if timer is not None:
             timer.join()
     fe.env.close()  # the user closes again
-    left = {"segments": sorted(set(own_segments()) - segments_before)
-                        + [b for b in blocks if os.path.exists(f"/dev/shm/{b}")],
+    left = {"segments": sorted(set(own_segments()) - segments_before),
             "processes": [p for p in pids if alive(p)],
-            "descriptors": [f for f in fds if f.fileno() != -1],
             "threads": sorted(set(worker_threads()) - threads_before),
             "os_threads": [] if len(os.listdir("/proc/self/task")) <= os_threads_before else ["more"]}
     if any(left.values()):

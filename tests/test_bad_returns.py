@@ -107,9 +107,8 @@ def test_bad_step_result_is_the_envs_error_serial(field, value, words):
 @pytest.mark.parametrize("field, value, words", BAD_STEPS, ids=lambda x: repr(x)[:30])
 def test_bad_step_result_without_the_compiled_loop(monkeypatch, field, value, words):
     """The Python loop and numpy writes (no C extension) check the same things."""
-    monkeypatch.setattr(runner_module, "_step_slice", None)
-    monkeypatch.setattr(runner_module, "_write_rows", None)
     monkeypatch.setattr(runner_module, "_step_rows", None)
+    monkeypatch.setattr(runner_module, "_write_obs_rows", None)
     with _pool("serial", field, value) as env:
         _check_refused_then_usable(env, field, words)
 

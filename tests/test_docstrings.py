@@ -21,7 +21,7 @@ MUST_HAVE_EXAMPLES = {
     "envhive", "envhive._make", "envhive._registry", "envhive.frontends._gymnasium", "envhive.frontends._dm_env", "envhive._batch", "envhive._infos", "envhive._pool",
     "envhive._spaces", "envhive._autoreset", "envhive._infos", "envhive.errors",
     "envhive.executors", "envhive.testing", "envhive.engines", "envhive.engines._protocol",
-    "envhive.engines._registry", "envhive.engines._compiled", "envhive.engines._libmujoco",
+    "envhive.engines._registry", "envhive.engines._compiled", "envhive.envs.mujoco._libmujoco",
     "envhive._books",
 }
 

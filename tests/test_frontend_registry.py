@@ -33,7 +33,7 @@ def test_a_front_end_refuses_what_it_cannot_take_before_building(monkeypatch, ap
 
 
 def test_an_unknown_api_names_the_known_ones():
-    with pytest.raises(ConfigError, match=r"api: expected one of \['dm_env', 'gymnasium'"):
+    with pytest.raises(ConfigError, match=r"api: expected one of \['dm_env', 'envpool', 'envpool_dm', 'gymnasium'"):
         front_end("jax")
 
 

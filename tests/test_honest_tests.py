@@ -184,9 +184,16 @@ def scan(source: str, path: str = "<snippet>") -> list[Finding]:
     return scanner.found
 
 
+#: EnvPool's own tests, vendored as EnvPool wrote them (they test EnvPool's API, with EnvPool's
+#: private names; envhive.envpool gives them the names they patch): not envhive's tests.
+VENDORED_AS_WRITTEN = TESTS / "envpool_suite"
+
+
 def test_no_test_patches_or_reads_a_name_that_may_be_gone_or_decides_on_the_clock() -> None:
     found = []
     for path in sorted(TESTS.rglob("*.py")):
+        if VENDORED_AS_WRITTEN in path.parents:
+            continue
         found += scan(path.read_text(), str(path.relative_to(TESTS.parent)))
     assert not found, "\n".join(map(str, found))
 

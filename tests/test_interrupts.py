@@ -250,7 +250,7 @@ class InterruptedPost:
 ])
 def test_ctrl_c_between_bookkeeping_and_the_post(what, when):
     """Every dispatch window: the command may or may not have been posted when the Ctrl-C
-    struck. The pool must settle which (``_settle_post``) rather than wait for a command the
+    struck. The pool must settle which (``ProcessExecutor._settle``) rather than wait for a command the
     worker never got, or run one twice."""
     ex = ProcessExecutor(2)
     env = envhive.make([functools.partial(SlowEnv, i, sleep=0.0) for i in range(4)], executor=ex,
@@ -290,3 +290,55 @@ def test_deferred_interrupts_leaves_a_handler_not_installed_from_python_alone(mo
     with deferred_interrupts():
         ran.append(True)
     assert ran == [True] and installed == []
+
+
+def _hangs_when_rebuilt(flag: str, tag: int) -> SlowEnv:
+    """A factory that builds at once, until ``flag`` exists: then it marks ``flag + ".in"``
+    and hangs, as a replacement worker stuck building its envs would."""
+    if os.path.exists(flag):
+        open(flag + ".in", "w").close()
+        time.sleep(3600)
+    return SlowEnv(tag, sleep=0.0)
+
+
+REBUILDING = {"process": lambda: ProcessExecutor(2, on_worker_failure="restart")}
+if "ray" in available_executors():
+    REBUILDING["ray"] = lambda: RayExecutor(2, on_worker_failure="restart")
+
+
+@pytest.mark.parametrize("name", list(REBUILDING))
+def test_ctrl_c_while_a_worker_is_rebuilt_leaves_the_pool_consistent(tmp_path, name):
+    """Process and Ray executors share one supervisor: a Ctrl-C while a dead worker's
+    replacement is still building its envs stops the replacement and reaches the caller; the
+    next reset (which finds the worker dead and rebuilds it) and the steps after it equal a
+    fresh pool's. (The Ray executor used to leave the replacement hanging, and the next call
+    waited for it.)"""
+    flag = str(tmp_path / "hang")
+    ex = REBUILDING[name]()
+    env = envhive.make([functools.partial(_hangs_when_rebuilt, flag, i) for i in range(4)],
+                       executor=ex, autoreset="next_step")
+    env.reset(seed=0)
+    env.step(np.zeros(4, np.int64))
+    open(flag, "w").close()
+    victim = ex.worker_pids()[0] if name == "process" else ex.actor_locations()[0][1]
+    os.kill(victim, signal.SIGKILL)
+
+    def interrupt_once_rebuilding() -> None:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(flag + ".in") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    gc.collect()
+    timer = threading.Thread(target=interrupt_once_rebuilding)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(10**6):  # the first step finds worker 0 dead and rebuilds it
+            env.step(np.zeros(4, np.int64))
+    timer.join()
+    assert os.path.exists(flag + ".in"), "the Ctrl-C came before the rebuild"
+    os.remove(flag)
+    assert_fresh_and_usable(env)
+    assert env.get_attr("tag") == (0, 1, 2, 3)
+    env.close()

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envhive
-from envhive._spaces import codec_for
+from envhive._spaces import BadBatch, codec_for
 from envhive.executors import available_executors
 from envhive.testing import CountingEnv, ZooEnv, assert_same_transcript
 
@@ -245,13 +245,13 @@ def test_codec_agrees_with_gymnasium_batching(
     # validate() accepts a batch of samples (gymnasium's layout) and the codec's own buffers.
     batch = concatenate(space, samples, create_empty_array(space, n))
     out, err = codec.validate(batch, n)
-    assert err is None, err
+    assert err is None, str(err)
     same(normalize_obs(space, out), normalize_obs(space, batch))
     assert codec.validate(buf, n)[1] is None
 
-    # ... and rejects a batch of the wrong size,
+    # ... and rejects a batch of the wrong size (no position: the batch as a whole is wrong),
     err = codec.validate(batch, n + 1)[1]
-    assert isinstance(err, str) and err
+    assert isinstance(err, BadBatch) and err.index is None and str(err)
 
     path, leaf = data.draw(st.sampled_from(leaves(space)), label="leaf")
     column = get_at(batch, path)
@@ -261,24 +261,24 @@ def test_codec_agrees_with_gymnasium_batching(
         # a leaf of the wrong shape,
         for wrong in (arr[:, None], arr[:-1] if n > 1 else np.concatenate([arr, arr])):
             err = codec.validate(set_at(batch, path, wrong), n)
-            assert isinstance(err[1], str) and err[1], (leaf, wrong.shape)
+            assert isinstance(err[1], BadBatch) and err[1].index is None and str(err[1]), (leaf, wrong.shape)
         # a leaf of the wrong dtype,
         wrong_dtype = np.complex128 if leaf.dtype.kind in "fb" else np.float64
         err = codec.validate(set_at(batch, path, arr.astype(wrong_dtype)), n)[1]
-        assert isinstance(err, str) and err, (leaf, wrong_dtype)
+        assert isinstance(err, BadBatch) and err.index is None and str(err), (leaf, wrong_dtype)
         bad_column = np.array(arr, dtype=np.float64 if arr.dtype.kind == "f" else np.int64)
     else:
         err = codec.validate(set_at(batch, path, tuple(column)[:-1]), n)[1]
-        assert isinstance(err, str) and err
+        assert isinstance(err, BadBatch) and err.index is None and str(err)
         err = codec.validate(set_at(batch, path, tuple(range(n))), n)[1]
-        assert isinstance(err, str) and err
+        assert isinstance(err, BadBatch) and str(err)
         bad_column = as_objects(column)
     # and a value outside the space, naming its batch position.
     bad = out_of_bounds(leaf, bad_column[k])
     if bad is not None and not (isinstance(leaf, spaces.Box) and leaf.dtype == np.bool_):
         bad_column[k] = bad
         err = codec.validate(set_at(batch, path, bad_column), n)[1]
-        assert isinstance(err, str) and f"at [{k}]" in err, (leaf, bad, err)
+        assert isinstance(err, BadBatch) and err.index == k and f"at [{k}]" in str(err), (leaf, bad, err)
 
 
 def zoo_factories(obs: gym.Space, act: gym.Space, n: int) -> list[Any]:
@@ -692,4 +692,4 @@ def test_large_batches_find_the_first_bad_action(space, bad, n):
         broken = batch.copy()
         broken.reshape(n, -1)[k, -1] = bad
         err = codec.validate(broken, n)[1]
-        assert err is not None and f"at [{k}]" in err, err
+        assert err is not None and err.index == k and f"at [{k}]" in str(err), err

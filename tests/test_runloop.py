@@ -1,9 +1,12 @@
-"""The compiled runner loop (``envhive._runloop``) against the same loop in Python.
+"""The compiled runner loop (``envhive._runloop.step_rows``) against the same loop in Python.
 
-``EnvRunner.run`` hands its common case to C and finishes every other case in Python; when
-envhive is built without a C compiler, Python does it all. The two must write the same
-buffers and report the same completions for every kind of env result: these tests drive one
-runner each way over envs that return every odd form a step can return, and compare.
+``EnvRunner``'s one loop finishes the common case in C and hands every other env to
+``envhive._perform.perform``, the Python definition of an op; without a C compiler
+(``step_rows_py``) every env goes to ``perform``. The two must write the same buffers and
+report the same completions for every kind of env result, every kind of call (the whole slice,
+a run, any list of envs; slice-local buffers; results computed beforehand by ``step_many``):
+these tests drive one runner each way over envs that return every odd form a step can return,
+and compare.
 """
 
 from __future__ import annotations
@@ -108,45 +111,66 @@ class QuirkyEnv(gym.Env):
         return obs, reward, term, trunc, info
 
 
+class QuirkyManyEnv(QuirkyEnv):
+    """A QuirkyEnv whose class steps several at once (``step_many``, as envhive's MuJoCo envs):
+    one result, or the exception a step raised, per env."""
+
+    @classmethod
+    def step_many(cls, envs, actions):
+        results = []
+        for env, action in zip(envs, actions):
+            try:
+                results.append(env.step(action))
+            except Exception as err:
+                results.append(err)
+        return results
+
+
 @contextmanager
 def python_loop():
     """Run EnvRunner as if envhive had been built without its C loop."""
     with pytest.MonkeyPatch.context() as m:
-        for name in ("_step_slice", "_write_rows", "_step_rows"):
+        for name in ("_step_rows", "_write_obs_rows"):
             m.setattr(_base, name, None)  # raises if the name is gone: no silent C loop
         yield
 
 
-def _runner(schedules, compiled: bool, action_space=None):
-    envs = [QuirkyEnv(s, action_space) for s in schedules]
-    runner = EnvRunner(envs, 0)
+FIRST_ID = 3  # the runner's slice starts here: slice-local buffers index rows from 0
+
+
+def _runner(schedules, compiled: bool, action_space=None, many: bool = False, local: bool = False):
+    envs = [(QuirkyManyEnv if many else QuirkyEnv)(s, action_space) for s in schedules]
+    first = FIRST_ID if local else 0
+    runner = EnvRunner(envs, first)
     n = len(envs)
     buffers = Buffers.allocate(
         BufferSpec(n, envs[0].observation_space, envs[0].action_space, with_final_obs=True)
     )
-    if compiled:
-        runner.bind(buffers)
-    else:
-        with python_loop():
-            runner.bind(buffers)
+    with nullcontext() if compiled else python_loop():
+        runner.bind(buffers, local=local)
+    assert (runner._loop is _base.step_rows_py) is not compiled
     return runner, buffers
 
 
-def _run(runner, buffers, ids, ops, actions, seeds, compiled: bool) -> Completion:
-    buffers.ops[ids] = ops
+def _run(runner, buffers, ids, ops, actions, seeds, compiled: bool, whole: bool = False) -> Completion:
+    """Run ``ids`` (slice positions 0..n-1; their pool-wide ids are ``first_id`` on)."""
+    first = runner.first_id
+    rows = list(ids)  # pool-size buffers: the runner's slice starts at 0; slice-local: rows
+    buffers.ops[rows] = ops
     buffers.has_seed[:] = False
-    for i, seed in zip(ids, seeds):
+    for r, seed in zip(rows, seeds):
         if seed is not None:
-            buffers.seeds[i], buffers.has_seed[i] = seed, True
+            buffers.seeds[r], buffers.has_seed[r] = seed, True
     act_codec = runner.buffers.act_codec
-    for i, a in zip(ids, actions):
-        act_codec.write(buffers.actions, i, a)
+    for r, a in zip(rows, actions):
+        act_codec.write(buffers.actions, r, a)
     out = Completion()
-    if compiled:
-        runner.run(ids, None, out)
-    else:
-        with python_loop():
-            runner.run(ids, None, out)
+    env_ids = [first + i for i in ids]
+    with nullcontext() if compiled else python_loop():
+        if whole:
+            runner.run_whole(env_ids, None, out)
+        else:
+            runner.run(env_ids, None, out)
     return out
 
 
@@ -163,21 +187,20 @@ def _same(a: Completion, b: Completion, ba: Buffers, bb: Buffers) -> None:
         np.testing.assert_array_equal(getattr(ba, name), getattr(bb, name), err_msg=name)
 
 
-id_sets = st.sampled_from(["all", "run", "any"])
-
-
 @needs_compiled
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), n=st.integers(1, 9))
-def test_compiled_loop_matches_the_python_loop(data, n):
-    """Random ops over random id sets, envs cycling through every result form: the compiled
-    and the Python loop write identical buffers and report identical completions."""
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), n=st.integers(1, 9), many=st.booleans(), local=st.booleans())
+def test_compiled_loop_matches_the_python_loop(data, n, many, local):
+    """Random ops over random id sets (the whole slice through ``run_whole`` too), envs
+    cycling through every result form, stepped by the loop or beforehand by ``step_many``,
+    with pool-size or slice-local buffers: the compiled and the Python loop write identical
+    buffers and report identical completions."""
     schedules = [data.draw(st.lists(st.sampled_from(FORMS), min_size=1, max_size=8)) for _ in range(n)]
-    fast, fast_buf = _runner(schedules, compiled=True)
-    slow, slow_buf = _runner(schedules, compiled=False)
+    fast, fast_buf = _runner(schedules, compiled=True, many=many, local=local)
+    slow, slow_buf = _runner(schedules, compiled=False, many=many, local=local)
     for _ in range(data.draw(st.integers(1, 8))):
-        how = data.draw(id_sets)
-        if how == "all":
+        how = data.draw(st.sampled_from(["whole", "all", "run", "any"]))
+        if how in ("all", "whole"):
             ids = list(range(n))
         elif how == "run":
             lo = data.draw(st.integers(0, n - 1))
@@ -187,9 +210,10 @@ def test_compiled_loop_matches_the_python_loop(data, n):
         ops = [data.draw(st.sampled_from([Op.STEP, Op.STEP, Op.STEP_RESET, Op.RESET])) for _ in ids]
         actions = [data.draw(st.integers(0, 2)) for _ in ids]
         seeds = [data.draw(st.one_of(st.none(), st.integers(0, 99))) for _ in ids]
-        a = _run(fast, fast_buf, ids, ops, actions, seeds, compiled=True)
-        b = _run(slow, slow_buf, ids, ops, actions, seeds, compiled=False)
+        a = _run(fast, fast_buf, ids, ops, actions, seeds, compiled=True, whole=how == "whole")
+        b = _run(slow, slow_buf, ids, ops, actions, seeds, compiled=False, whole=how == "whole")
         _same(a, b, fast_buf, slow_buf)
+        assert a.ended == b.ended
 
 
 @needs_compiled

@@ -20,7 +20,7 @@ repo="$(pwd)"
 
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-    suites=(tests/test_runloop.py tests/test_bad_returns.py tests/kernels tests/atari
+    suites=(tests/test_runloop.py tests/test_bad_returns.py tests/kernels tests/atari tests/native_core
             tests/test_interrupts.py tests/test_interrupt_races.py)
 fi
 
@@ -28,7 +28,7 @@ scratch="$(mktemp -d /tmp/envhive-sanitize.XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
 # The source as it is in the work tree (uncommitted changes included), without built files.
 tar --exclude='*.so' --exclude='__pycache__' --exclude='build' -cf - \
-    src tests examples setup.py pyproject.toml README.md | tar -xf - -C "$scratch"
+    src tests examples tools setup.py pyproject.toml README.md | tar -xf - -C "$scratch"
 
 asan="$(gcc -print-file-name=libasan.so)"
 ubsan="$(gcc -print-file-name=libubsan.so)"

@@ -7,7 +7,9 @@ each agent's flags and ``active`` mask are copied from the env (an
 :class:`~envhive._agents.AgentEnv`) into the row, the env's end is given to every agent still
 in it (:func:`~envhive._agents.end_agents`), and under STEP_RESET the terminal observations of
 every agent go to ``final_obs`` before the reset, whose ``active`` mask the row then gets.
-Multi-agent steps are costly (dicts per agent), so this loop is plain Python, env by env.
+The op itself is ``envhive._perform.perform``, the one Python definition every runner uses;
+the per-agent part is its ``after_step``. Multi-agent steps are costly (dicts per agent), so
+this loop is plain Python, env by env, writing each row as soon as its env is done.
 
 While an op runs, the env's ``obs_out`` is its row of ``buffers.obs``, so the env writes
 its agents' observations straight into the pool's buffers (``AgentEnv._stack_obs``) and the
@@ -17,7 +19,7 @@ keep the observation it is given, and the row changes with the next op.
 Examples:
     >>> from envhive.testing import TagTeamEnv
     >>> from envhive._buffers import Buffers, BufferSpec
-    >>> from envhive._report import Completion
+    >>> from envhive._report import Completion, env_error
     >>> from envhive._runner import EnvRunner, build_env
     >>> env = build_env(TagTeamEnv, 0)
     >>> runner = EnvRunner([env], first_id=0)
@@ -33,26 +35,20 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from envhive._agents import AgentEnv, end_agents
-from envhive._ops import RESET, RESET_REWARD, resets_in_op
+from envhive._ops import RESET
+from envhive._perform import perform, write_obs
 from envhive._report import Completion, env_error
-from envhive._results import (
-    check_info,
-    flag_value,
-    reset_pair,
-    result_error,
-    reward_value,
-    step_tuple,
-)
-
-# _runner imports this module only inside EnvRunner.bind, so this import makes no cycle.
-from envhive._runner import EnvRunner, reset_env
+from envhive._results import result_error, reward_value
 from envhive._spaces import tree_map
 from envhive.errors import EnvWorkerError
+
+if TYPE_CHECKING:
+    from envhive._runner import EnvRunner
 
 __all__ = ["AgentOps"]
 
@@ -94,7 +90,6 @@ class AgentOps:
         assert b is not None, "bind() must come before run()"  # internal invariant
         row0, first = runner._row0, runner.first_id
         envs, cores, obs_rows, ops = runner.envs, self.cores, self.obs_rows, b.ops
-        one = self._one
         for i in env_ids:
             i = int(i)
             r, k = i - row0, i - first
@@ -102,34 +97,24 @@ class AgentOps:
             op = int(ops[r])
             core.obs_out = obs_rows[k]
             try:
-                one(envs[k], core, k, i, r, op, options, out)
+                done = perform(envs[k], i, r, op, b, options, out, after_step=self._after_step(k, i))
+                if done is not None:
+                    self._write_row(k, i, r, op, done)
             except EnvWorkerError as err:
                 out.errors[i] = err
-            except Exception as err:  # an env's bug must not take the pool down
+            except Exception as err:  # writing the row: an env's bug must not take the pool down
                 out.errors[i] = env_error("reset" if op == RESET else "step", err, i)
-            else:
-                out.env_ids.append(i)
             finally:
                 core.obs_out = None  # outside the runner's ops, the env makes new arrays
+            if i not in out.errors:
+                out.env_ids.append(i)
 
-    def _one(self, env: Any, core: AgentEnv, k: int, i: int, r: int, op: int,
-             options: dict[str, Any] | None, out: Completion) -> None:
-        """One env's op into row ``r`` (``k``: its index in the runner, ``i``: pool-wide)."""
-        b = self.runner.buffers
-        assert b is not None
-        aterm, atrunc, active = self.agent_rows[k]
-        if op == RESET:
-            obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
-            reward: Any = RESET_REWARD
-            term = trunc = False
-            aterm[:] = False
-            atrunc[:] = False
-        else:
-            action = b.act_codec.read(b.actions, r)
-            obs, reward, term, trunc, info = step_tuple(env.step(action), "step", i)
-            term, trunc = _flag(term, "terminated", i), _flag(trunc, "truncated", i)
-            if type(info) is not dict:
-                check_info(info, "step", i)
+    def _after_step(self, k: int, i: int) -> Any:
+        """Env ``k``'s (id ``i``) part of a step, before a reset its op may make: its reward
+        checked (one per agent), its agents' flags copied into its row, the env's end given to
+        every agent still in it."""
+
+        def after_step(reward: Any, term: bool, trunc: bool) -> Any:
             shape = self._reward_shape
             if not (type(reward) is np.ndarray and reward.shape == shape and reward.dtype.kind in "biuf"):
                 fixed = reward_value(reward, shape)
@@ -137,40 +122,28 @@ class AgentOps:
                     raise result_error("step", "reward", reward, f"an array of shape {shape} "
                                        "(one reward per agent)", i)
                 reward = fixed
+            core = self.cores[k]
+            aterm, atrunc, _ = self.agent_rows[k]
             aterm[:] = core.agent_terminated
             atrunc[:] = core.agent_truncated
             end_agents(term, trunc, aterm, atrunc, core.active)
-            if resets_in_op(op, term, trunc):
-                self._write(b.final_obs, r, obs, "step", i)
-                out.final_infos[i] = info
-                obs, info = reset_pair(env.reset(), i)
+            return reward
+
+        return after_step
+
+    def _write_row(self, k: int, i: int, r: int, op: int, done: tuple[Any, Any, bool, bool]) -> None:
+        """Write env ``k``'s row ``r`` (its observation unless it wrote it there itself)."""
+        b = self.runner.buffers
+        assert b is not None
+        obs, reward, term, trunc = done
+        core = self.cores[k]
+        aterm, atrunc, active = self.agent_rows[k]
+        if op == RESET:
+            aterm[:] = False
+            atrunc[:] = False
         if obs is not core.obs_out:  # else the env wrote it into its row already
-            self._write(b.obs, r, obs, "reset" if op == RESET else "step", i)
+            write_obs(b, b.obs, r, obs, "reset" if op == RESET else "step", i)
         b.reward[r] = reward
         b.terminated[r] = term
         b.truncated[r] = trunc
         active[:] = core.active
-        if info:
-            out.infos[i] = info
-
-    def _write(self, buf: Any, row: int, obs: Any, where: str, env_id: int) -> None:
-        b = self.runner.buffers
-        assert b is not None
-        try:
-            b.obs_codec.write(buf, row, obs)
-        except Exception as err:  # whatever the env returned, it is that env's error
-            raise EnvWorkerError(
-                f"{where}() returned an observation that does not fit the observation space "
-                f"{b.obs_codec.space}: {err}", env_id=env_id, cause_type="ObservationError",
-            ) from None
-
-
-def _flag(value: Any, field: str, env_id: int) -> bool:
-    if type(value) is bool:
-        return value
-    flag = flag_value(value)
-    if flag is None:
-        raise result_error("step", field, value, "a bool (True/False, numpy.bool_, or 0/1)", env_id)
-    return flag
-
-

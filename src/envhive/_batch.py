@@ -2,7 +2,7 @@
 
 Every pool call that returns transitions (``step``, ``reset``, ``recv``) returns a
 :class:`Batch`: one row per env it covers, in the layout of no particular API. Front ends
-(gymnasium, dm_env, and later TorchRL, SB3) build their own layout from it and from nothing
+(gymnasium, dm_env, TorchRL, SB3, EnvPool's API) build their own layout from it and from nothing
 else: gymnasium's ``_key`` masks, its object array of ``final_obs`` and ``info["env_id"]``
 exist only in the gymnasium front end; dm_env's step types and discounts only in the dm_env
 one.

@@ -21,9 +21,10 @@ envs (``inline_infos``). An env's error is raised only after the bookkeeping, th
 id's first when several failed, so the books stay straight and the pool usable.
 
 The books hold no reference to the pool. What they need of it is given: the buffers (which
-op each env runs, the rows handed out), the pool's ``broken`` flags (an env whose op raised is
-marked broken in the same step as it is marked idle) and, per call, ``pull``: the pool's way
-to receive completions and book them, its envs' lifecycle included (``Pool._pull``). Per call,
+op each env runs, the rows handed out), the ``broken`` flags of the pool's envs
+(``Lifecycle.broken``: an env whose op raised is marked broken in the same step as it is
+marked idle) and, per call, ``pull``: the pool's way to receive completions and book them, its
+envs' life cycle included (``Pool._pull``). Per call,
 not kept: a kept bound method of the pool would make a reference cycle, and a pool dropped on
 its own must close then (``Pool.__del__``), not at the next run of the cyclic collector.
 
@@ -154,7 +155,7 @@ class Books:
         """Book a completion of the general path (``send``/``recv``, ``run_all``).
 
         Returns ``(ids, count, resets, failed)`` for the pool's own bookkeeping of the
-        finished ops (``Pool._finish_ops``): where they ran (``slice(None)``: every env),
+        finished ops (``Lifecycle.finish``): where they ran (``slice(None)``: every env),
         how many, how many were RESET, and whether an env failed (marked broken here).
         """
         failed = bool(done.errors)
@@ -201,7 +202,7 @@ class Books:
         (:meth:`hand_out_finished`), the rest wait on the ready queue. The same books as
         :meth:`absorb` and :meth:`take` keep, for the books' usual state when ``recv`` runs
         (nothing ready, kept or failed: see ``Pool.recv``). Returns how many of the ops were
-        RESET (for ``Pool._finish_ops``)."""
+        RESET (for ``Lifecycle.finish``)."""
         count = env_ids.size
         self.in_flight -= count
         resets = self._resets_back(env_ids) if self.resets_in_flight else 0

@@ -122,10 +122,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     width = max((len(i) for i in ids), default=0)
     for env_id in ids:
         why = reasons[env_id]
+        engine = ""
+        if args.engines:  # the engine kind of a compiled id; Python envs run on any executor
+            compiled = compiled_env(env_id)
+            engine = f"  [{compiled.engine if compiled is not None else 'python'}]"
         if why is None:
-            print(env_id)
+            print(f"{env_id:<{width}}{engine}" if engine else env_id)
         elif not args.available:
-            print(f"{env_id:<{width}}  (cannot be built here: {why})")
+            print(f"{env_id:<{width}}{engine}  (cannot be built here: {why})")
     missing = sorted({w.removeprefix("needs ").split(":")[0] for w in reasons.values()
                       if w and w.startswith("needs ")})
     count = sum(w is not None for w in reasons.values())
@@ -201,6 +205,9 @@ def _parser() -> argparse.ArgumentParser:
     lister = sub.add_parser("list", help="env ids envhive.make accepts (and which cannot be built here)")
     lister.add_argument("--grep", help="only ids containing this text")
     lister.add_argument("--available", action="store_true", help="only ids that can be built here")
+    lister.add_argument("--engines", action="store_true",
+                        help="show which engine runs each id (kernel, mujoco, atari, envpool, ...; "
+                             "python: a Python env on any executor)")
     check = sub.add_parser(
         "check", help="ENV_ID: compare every executor with serial; package.module:factory: "
         "check your env factory for the pool")

@@ -79,15 +79,19 @@ def _check_id(args: argparse.Namespace) -> int:
     from envhive.testing import assert_same_transcript
 
     try:
-        resolve_id(args.env, None, None)
+        factory = resolve_id(args.env, None, None)[0]
     except Exception as err:
         print(f"  FAIL  {args.env}: {failure_reason(err)}")
         return 1
     status = 0
+    native = compiled_env(args.env) is not None  # kernels, compiled MuJoCo, Atari, ...
+    problem = factory.native_problem() if native else None  # type: ignore[attr-defined]
+    if problem is not None:
+        print(f"  native     not run: {problem.reason}")
     for mode in ("next_step", "same_step", "disabled"):
         reference: Any = None
         others = [e for e in available_executors(include_cluster=False) if e != "serial"]
-        if compiled_env(args.env) is not None:  # kernels and compiled MuJoCo ids
+        if native and problem is None:
             others.insert(0, "native")
         for name in ["serial", *others]:
             try:

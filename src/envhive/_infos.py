@@ -24,7 +24,7 @@ from envhive._ops import RESET
 
 __all__ = [
     "Column", "InfoColumns", "add_info", "batch_infos", "engine_columns", "patch_reset_rows",
-    "split_rows", "take_infos", "InfoTable",
+    "split_rows", "take_infos", "InfoTable", "row_of",
 ]
 
 
@@ -296,6 +296,21 @@ def take_infos(
 
 
 # ------------------------------------------------------------------ engines' per-env info columns
+def row_of(column: np.ndarray, i: int) -> Any:
+    """Row ``i`` of an info column, owned: a scalar as numpy gives it, an array field's row
+    copied (the engine rewrites its column at the env's next op).
+
+    Examples:
+        >>> column = np.zeros((2, 3), np.uint8)
+        >>> row = row_of(column, 1)
+        >>> column[1] = 7
+        >>> row.tolist(), row_of(np.array([5, 6], np.int32), 1)
+        ([0, 0, 0], np.int32(6))
+    """
+    value = column[i]
+    return value.copy() if column.ndim > 1 else value
+
+
 class InfoTable:
     """Infos an engine keeps in columns indexed by env id, every env reporting every key: the
     pool's books take rows from here instead of per-env dicts (the async path of an engine
@@ -310,8 +325,8 @@ class InfoTable:
     :meth:`take` gives exactly the columns :func:`take_infos` makes of those dicts.
 
     Args:
-        infos: ``key -> (n,)`` typed array: each env's info.
-        finals: ``key -> (n,)`` typed array, the same keys: each env's final info.
+        infos: ``key -> (n, ...)`` typed array: each env's info.
+        finals: ``key -> (n, ...)`` typed array, the same keys: each env's final info.
         ended: ``(n,)`` bool: which envs have a final info.
 
     Examples:
@@ -342,8 +357,9 @@ class InfoTable:
             masks[:, rows] = True
             infos = {}
             for key, mask in zip(self._keys, masks):
-                values = np.zeros(n, self.infos[key].dtype)
-                values[rows] = self.infos[key][ids]
+                column = self.infos[key]
+                values = np.zeros((n, *column.shape[1:]), column.dtype)
+                values[rows] = column[ids]
                 infos[key] = Column(values, mask)
         ended = self.ended[ids]
         if not np.count_nonzero(ended):
@@ -352,8 +368,9 @@ class InfoTable:
         has_final[rows] = ended
         finals: InfoColumns = {}
         for key in self._keys:
-            values = np.zeros(n, self.finals[key].dtype)
-            values[rows] = self.finals[key][ids]
+            column = self.finals[key]
+            values = np.zeros((n, *column.shape[1:]), column.dtype)
+            values[rows] = column[ids]
             values[~has_final] = 0
             finals[key] = Column(values, has_final.copy())
         return infos, finals, has_final
@@ -364,7 +381,7 @@ class InfoTable:
         infos: dict[int, dict[str, Any]] = {}
         finals: dict[int, dict[str, Any]] = {}
         for i in ids:
-            infos[i] = {key: self.infos[key][i] for key in self._keys}
+            infos[i] = {key: row_of(self.infos[key], i) for key in self._keys}
             if self.ended[i]:
-                finals[i] = {key: self.finals[key][i] for key in self._keys}
+                finals[i] = {key: row_of(self.finals[key], i) for key in self._keys}
         return infos, finals

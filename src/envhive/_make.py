@@ -10,12 +10,13 @@ import numpy as np
 
 from envhive._arguments import check_observation_mode
 from envhive._autoreset import parse_autoreset
-from envhive._memory import check_fits
+from envhive._memory import check_fits, size_text
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
 from envhive.engines import NativeFactory
-from envhive.engines._torch import TorchBatchedEnv, TorchEnvFactory
 from envhive.envs.multiagent._parallel import is_parallel_env
+from envhive.envs.torch import TorchBatchedEnv
+from envhive.envs.torch._factory import TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._flat import FlatAgents
@@ -367,6 +368,13 @@ def make(
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
+    if isinstance(factories[0], NativeFactory):
+        # What a compiled id's envs take, wherever they run, checked before anything is built
+        # or reserved (an engine's arrays, shared blocks, frame stacks): the one place for
+        # every engine kind and executor.
+        per_env = factories[0].bytes_per_env(len(factories))
+        check_fits(len(factories) * per_env, f"{factories[0]!r} x {len(factories):,} "
+                   f"({size_text(per_env)} per env: its state and its rows of the pool's buffers)", per_env)
     if device is not None and isinstance(factories[0], NativeFactory):
         # A batch that can live on a device (a torch batched env) is built where its results
         # are wanted (unless env_kwargs say): on the native executor its buffers then live

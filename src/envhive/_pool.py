@@ -5,12 +5,14 @@ per-env state machine (idle → pending → ready → idle), which op each env g
 infos are batched, and what is returned (views or copies). Sync ``step``/``reset`` are the async
 primitives (send everything, receive everything) with outputs in env order.
 
-Per-env state: what was sent and what came back (``IDLE`` → ``PENDING`` → ``READY`` → ``IDLE``)
-is in the pool's books (``_books``, which also wait for it); the pool keeps the rest:
+The pool is made of parts it owns (by composition; none holds a reference to the pool):
 
-* ``started``: reset at least once. ``ended``: its last transition ended the episode and it
-  has not been reset since (never true in same_step mode). ``broken``: its last op raised; it
-  must be reset before it is stepped again.
+* its books (``_books.Books``): what was sent and what came back (``IDLE`` → ``PENDING`` →
+  ``READY`` → ``IDLE``), how the pool waits for it and hands the rows out;
+* its envs' life cycle (``_lifecycle.Lifecycle``): started, ended, broken, blocked, the step
+  count and make()'s first seeds;
+* its fast paths (``_paths.FastPaths``): which of the inline, fused, lean send and lean recv
+  paths it may take, chosen once from its executor and buffer layout.
 
 Examples:
     >>> import envhive
@@ -24,7 +26,8 @@ Examples:
 
 from __future__ import annotations
 
-import re
+import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +44,7 @@ from envhive._arguments import (
     normalize_seeds,
     reset_mask_ids,
 )
-from envhive._autoreset import keeps_ended_state, plan_ops, plan_ops_into
+from envhive._autoreset import plan_ops, plan_ops_into
 from envhive._batch import NO_OP, Batch
 from envhive._books import IDLE, Books
 from envhive._buffers import (
@@ -53,9 +56,10 @@ from envhive._buffers import (
 )
 from envhive._infos import engine_columns, take_infos
 from envhive._interrupts import deferred_interrupts
+from envhive._lifecycle import Lifecycle
 from envhive._ops import Op
+from envhive._paths import FastPaths
 from envhive._report import Completion, EnvFactory
-from envhive._spaces import ArrayCodec
 from envhive.errors import (
     ActionError,
     ClosedError,
@@ -63,7 +67,6 @@ from envhive.errors import (
     EnvhiveError,
     NothingPendingError,
     PendingCallError,
-    ResetNeededError,
     WorkerDiedError,
 )
 from envhive.executors._auto import ExecutorName
@@ -72,10 +75,25 @@ from envhive.executors._protocol import Executor
 __all__ = ["Pool", "normalize_seeds"]
 
 _RESET = int(Op.RESET)
-_POSITION = re.compile(r" at \[(\d+)\]")
 _STEP_RESET = int(Op.STEP_RESET)
 _STEP = int(Op.STEP)
 _new_batch = tuple.__new__  # Batch(...) without the NamedTuple's Python __new__ frame
+
+#: Pools whose executor's workers belong to this process (``Executor.fork_safe`` is False).
+_FORK_BOUND: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def _close_inherited_pools() -> None:
+    """In a process just forked from this one: its copies of those pools are closed (a call
+    raises ``ClosedError`` saying why) before anything can write into the buffers they share
+    with the parent's workers. The executors let go of the workers themselves
+    (``executors._supervisor``)."""
+    for pool in list(_FORK_BOUND):
+        pool._left_by_fork()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_close_inherited_pools)
 
 
 class Pool:
@@ -130,14 +148,43 @@ class Pool:
         self.batch_size = int(batch_size)
         self.autoreset = autoreset
         self.copy = bool(copy)
-        # make(seed=...) seeds each env's first reset that succeeds (one that fails or is cut
-        # short leaves it for the retry); later resets continue the env's own RNG.
-        self._first_seeds = np.empty(n, dtype=object)
-        self._first_seeds[:] = normalize_seeds(seed, n)
+        # make(seed=...) seeds each env's first reset that succeeds (checked before anything
+        # is built; see Lifecycle).
+        first_seeds = normalize_seeds(seed, n)
         self.executor = executor
         # Closed until fully built: a pool whose construction failed has nothing for close()
         # or __del__ to do (the failing step closed the executor itself).
         self.closed = True
+        self._forked_from: int | None = None  # set in a forked child (_left_by_fork)
+        self._launch(factories, device, observation_mode)
+        self._all = np.arange(n)
+        self._all.flags.writeable = False  # passed to executors for every all-env call
+        self._every = slice(None)
+        # Row ops of a call where every env ran the same op (copy=True hands these out).
+        self._uniform_ops = [np.full(n, op, np.int8) for op in range(len(Op))]
+        for ops in self._uniform_ops:
+            ops.flags.writeable = False
+        self._maybe_seeded = True  # some buffers.has_seed entry may be set
+        # The mode's op for an env that did not end (plan_ops' plain op), and the row ops of a
+        # sync step that planned no RESET: every env ran it.
+        self._plain_op = _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
+        self._plain_ops = self._uniform_ops[self._plain_op]
+        # Each env's life cycle (started, ended, broken, blocked, steps), and what was sent and
+        # what came back (per-env status, in-flight counts, infos, errors): see the module.
+        self._life = Lifecycle(self.buffers, autoreset, first_seeds)
+        self._books = Books(self.buffers, self._all, self.batch_size, self.copy, self._life.broken)
+        self._rows = self._books.copies  # every env's rows as copies: step's common case
+        # What the pool may take besides the general path (_paths), decided once.
+        self._paths = FastPaths.choose(executor, self._act_codec, n, self.resident)
+        self._device = self.buffers.actions.device if self.resident else None
+        if not executor.fork_safe:  # its workers are this process's: see _left_by_fork
+            _FORK_BOUND.add(self)
+        self.closed = False
+
+    def _launch(self, factories: Sequence[EnvFactory], device: Any, observation_mode: Any) -> None:
+        """Build the envs, check their spaces, allocate the buffers from them and bind the
+        executor to those; anything failing closes the executor."""
+        executor = self.executor
         props = executor.launch(factories)
         try:
             self.observation_space = check_spaces(props, observation_mode)
@@ -150,8 +197,8 @@ class Pool:
             #: The possible agents of a multi-agent env (``()``: one agent, no agent axis).
             self.agents = check_agents(props)
             spec = BufferSpec(
-                n, self.observation_space, self.action_space,
-                with_final_obs=autoreset is AutoresetMode.SAME_STEP,
+                self.num_envs, self.observation_space, self.action_space,
+                with_final_obs=self.autoreset is AutoresetMode.SAME_STEP,
                 namespace="torch" if resident else "numpy",
                 device=str(executor.resident_device) if resident else None, resident=resident,
                 agents=self.agents,
@@ -164,64 +211,11 @@ class Pool:
         except BaseException:
             executor.close()
             raise
-        self._all = np.arange(n)
-        self._all.flags.writeable = False  # passed to executors for every all-env call
-        self._every = slice(None)
-        # Row ops of a call where every env ran the same op (copy=True hands these out).
-        self._uniform_ops = [np.full(n, op, np.int8) for op in range(len(Op))]
-        for ops in self._uniform_ops:
-            ops.flags.writeable = False
-        self._maybe_seeded = True  # some buffers.has_seed entry may be set
-        self._started = np.zeros(n, np.bool_)
-        self._ended = np.zeros(n, np.bool_)
-        self._broken = np.zeros(n, np.bool_)
-        # blocked = cannot be stepped now (not started, broken, or ended with autoreset off).
-        # Kept up to date whenever one of its inputs changes, so that the per-step check is a
-        # Python bool instead of three array operations.
-        self._blocked = np.ones(n, np.bool_)
-        self._any_blocked = True
-        self._any_ended = False
-        self._num_ended = 0  # np.count_nonzero(self._ended), kept by _finish_ops
-        self._ended_i8 = self._ended.view(np.int8)  # the same bytes: what planning copies
-        self._keeps_ended = keeps_ended_state(autoreset)
-        self._disabled = autoreset is AutoresetMode.DISABLED
-        # The row ops of a sync step that planned no RESET: every env ran the mode's step op.
-        self._plain_ops = self._uniform_ops[
-            _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
-        ]
-        # What was sent and what came back (per-env status, in-flight counts, infos, errors),
-        # and the rows handed out.
-        self._books = Books(self.buffers, self._all, self.batch_size, self.copy, self._broken)
-        self._rows = self._books.copies  # every env's rows as copies: step's common case
-        #: Number of ``env.step`` calls made so far (resets are not steps).
-        self.env_steps = 0
-        # Executors that fuse a sync call over every env into one command (Executor.run_all).
-        self._run_all = executor.run_all
-        # The inline sync step (executors with step_all, e.g. native kernels): what a batch of
-        # actions must look like to take it. Anything else goes the general way, which raises
-        # the precise error.
-        codec = self._act_codec
-        arrays = type(codec) is ArrayCodec
-        step_all = executor.step_all
-        self._step_all = step_all if step_all is not None and arrays else None
-        # Async results handed over without a Completion (Executor.take_finished; Pool.recv).
-        self._take_finished = executor.take_finished
-        # The fused sync step (Executor.run_all) for a batch of actions that is one array.
-        self._fused = self._run_all is not None and arrays and not resident
-        self._act_batch_shape: tuple[int, ...] = ()
-        self._act_chars = ""
-        if arrays:
-            assert isinstance(codec, ArrayCodec)
-            self._act_batch_shape = (n, *codec.shape)
-            # dtype chars, not kinds: compiled kernels take these (not float16 / long double).
-            ints, floats = "bBhHiIlLqQpP", "fd"
-            self._act_chars = "?" if codec.boolean else ints if codec.integer else ints + floats
-        self._no_actions = np.empty(0)  # stands for a batch numpy cannot make an array of
-        # send's common case (_send_ids): one array of actions into host buffers, and the op
-        # of every env when none has ended (plan_ops' plain op).
-        self._lean_send = arrays and not resident
-        self._plain_op = _STEP_RESET if autoreset is AutoresetMode.SAME_STEP else _STEP
-        self.closed = False
+
+    @property
+    def env_steps(self) -> int:
+        """Number of ``env.step`` calls made so far (resets are not steps)."""
+        return self._life.steps
 
     # ------------------------------------------------------------------ description
     def describe(self) -> str:
@@ -238,6 +232,10 @@ class Pool:
     # ------------------------------------------------------------------ checks
     def _check_open(self) -> None:
         if self.closed:
+            if self._forked_from is not None:  # only ever in a forked child
+                from envhive.executors._supervisor import forked_error
+
+                raise forked_error(f"this pool (on the {self.executor.name} executor)", self._forked_from)
             raise ClosedError(
                 "the pool is closed (by close(), or after a worker failure): make a new one "
                 "with envhive.make()"
@@ -247,48 +245,20 @@ class Pool:
         self._check_open()
         self._books.check_sync(what)
 
-    def _check_steppable(self, ids: np.ndarray) -> None:
-        if not self._any_blocked:
-            return
-        bad = self._blocked[slice(None) if ids is self._all else ids]
-        if not np.count_nonzero(bad):
-            return
-        i = int(ids[np.argmax(bad)])
-        if not self._started[i]:
-            why = "has not been reset yet: call reset() (or async_reset()) first"
-        elif self._broken[i]:
-            why = "raised during its last call: reset it before stepping it again"
-        else:
-            flag = "terminated" if self.buffers.terminated[i] else "truncated"
-            why = (
-                f"ended its episode ({flag}) and autoreset is disabled: reset it with "
-                "reset(options={'reset_mask': mask}) or async_reset(env_ids) before stepping it"
-            )
-        raise ResetNeededError(f"env {i} {why}; nothing was stepped")
-
     def _env_ids(self, env_id: Any) -> np.ndarray:
         return self._all if env_id is None else env_ids_of(env_id, self.num_envs)
 
-    def _tensor_actions(self, actions: Any) -> Any:
-        """A resident pool's tensor actions for ``step_all``: on the buffers' device, or an
-        empty array (the general path then validates them and says what is wrong)."""
-        boolean = str(actions.dtype) == "torch.bool"
-        if tuple(actions.shape) != self._act_batch_shape or actions.is_complex() or (
-            boolean != (self._act_chars == "?")) or (
-            actions.is_floating_point() and "d" not in self._act_chars
-        ):
-            return self._no_actions
-        return actions.to(self.buffers.actions.device, non_blocking=True)
+    def _check_steppable(self, ids: np.ndarray) -> None:
+        self._life.check_steppable(ids, slice(None) if ids is self._all else ids)
 
     def _validated_actions(self, actions: Any, ids: np.ndarray) -> Any:
         if is_tensor(actions):  # a resident pool's general path validates on the host
             actions = tensor_values(actions)
-        batch, err = self._act_codec.validate(actions, ids.size)
-        if err is None:
+        batch, bad = self._act_codec.validate(actions, ids.size)
+        if bad is None:
             return batch
-        found = _POSITION.search(err)
-        where = f" (env {int(ids[int(found.group(1))])})" if found else ""
-        raise action_error(f"invalid actions{where}: {err}; nothing was stepped", actions)
+        where = "" if bad.index is None else f" (env {int(ids[bad.index])})"
+        raise action_error(f"invalid actions{where}: {bad}; nothing was stepped", actions)
 
     # ------------------------------------------------------------------ core moves
     def _dispatch(
@@ -375,8 +345,7 @@ class Pool:
                 return
             lost = self._books.give_up()  # every env sent and not handed out
             lost[ids] = True
-            self._broken |= lost
-            self._refresh_blocked()
+            self._life.break_envs(lost)
 
     def cut_short(self, err: BaseException) -> None:
         """A front end's own work after one of this pool's calls was cut short by ``err``
@@ -395,73 +364,13 @@ class Pool:
 
     def _absorb(self, done: Completion, sync: bool = False) -> int:
         """Account for a completion of the general path (``send``/``recv``, ``run_all``): the
-        books' part (``Books.absorb``), then the envs' (``_finish_ops``)."""
-        ids, count, resets, refresh = self._books.absorb(done, sync)
+        books' part (``Books.absorb``), then the envs' (``Lifecycle.finish``)."""
+        ids, count, resets, failed = self._books.absorb(done, sync)
         if count:
-            refresh = self._finish_ops(ids, count, resets, done.ended) or refresh
-        if refresh:
-            self._refresh_blocked()
+            self._life.finish(ids, count, resets, done.ended, failed)
+        elif failed:
+            self._life.refresh()
         return count
-
-    def _finish_ops(self, ids: slice | list[int] | np.ndarray, count: int, resets: int, done: int | None) -> bool:
-        """The one bookkeeping of finished ops, whichever path ran them (general or inline).
-
-        ``count`` ops finished on ``ids``, ``resets`` of them RESET. ``done``: how many of the
-        stepped envs ended their episode, when the caller knows (``None``: read the flags).
-        Counts steps, records which envs ended (next_step plans their reset from it, disabled
-        blocks them) and which are now started and unbroken. Returns whether the blocked set
-        must be refreshed.
-        """
-        if done == 0 and not resets and not self._any_ended:
-            # The common step: nothing was reset, nothing ended now or before.
-            self.env_steps += count
-            return False
-        self.env_steps += count - resets
-        refresh = False
-        if resets and self._any_blocked:
-            # Only RESET reaches an unstarted or broken env, so these hold for all ids. With
-            # no env blocked, every env is started and unbroken.
-            self._started[ids] = True
-            self._broken[ids] = False
-            self._first_seeds[ids] = None  # used up: the env is started
-            refresh = True
-        if not self._keeps_ended:
-            return refresh
-        every = count == self.num_envs
-        if done:
-            if every:
-                b = self.buffers
-                np.logical_or(b.terminated, b.truncated, out=self._ended)
-                self._num_ended = done
-                self._any_ended = True
-                return refresh or self._disabled
-        elif done == 0:
-            # Nothing ended: an env that had ended was reset by this call (or, in disabled
-            # mode, cannot have been stepped), so no blocked env changes.
-            if self._any_ended:
-                if every:
-                    self._ended.fill(False)
-                    self._num_ended = 0
-                else:
-                    self._ended[ids] = False
-                    self._num_ended = int(np.count_nonzero(self._ended))
-                self._any_ended = self._num_ended > 0
-            return refresh
-        b = self.buffers
-        if every:
-            np.logical_or(b.terminated, b.truncated, out=self._ended)
-        else:
-            self._ended[ids] = b.terminated[ids] | b.truncated[ids]
-        # count_nonzero, not .any(): several times cheaper on small arrays.
-        self._num_ended = int(np.count_nonzero(self._ended))
-        self._any_ended = self._num_ended > 0
-        return refresh or self._disabled
-
-    def _refresh_blocked(self) -> None:
-        np.logical_or(~self._started, self._broken, out=self._blocked)
-        if self.autoreset is AutoresetMode.DISABLED:
-            self._blocked |= self._ended
-        self._any_blocked = bool(np.count_nonzero(self._blocked))
 
     # ------------------------------------------------------------------ sync API
     def reset(self, seed: Any = None, options: dict[str, Any] | None = None) -> Batch:
@@ -478,7 +387,7 @@ class Pool:
         ids = self._all
         if options is not None and "reset_mask" in options:
             ids = reset_mask_ids(options.pop("reset_mask"), self.num_envs)
-        seeds = self._take_seeds(seed, ids)
+        seeds = self._life.seeds_for(seed, ids)
         try:
             self._dispatch(ids, _RESET, seeds, options, sync=True)
             self._books.drain(self._pull)
@@ -494,93 +403,92 @@ class Pool:
         """Step every env with its action (autoreset as planned by the pool's mode)."""
         # A try block costs nothing in CPython 3.11+ until it catches.
         try:
-            if self._step_all is not None and not (
-                self.closed or self._books.in_flight or self._books.ready or self._any_blocked
+            paths, books, life = self._paths, self._books, self._life
+            if paths.step_all is not None and not (
+                self.closed or books.in_flight or books.ready or life.any_blocked
             ):
-                # The inline path, for executors that run a whole step inline (Executor.step_all):
-                # the same semantics as the general path in fewer numpy calls (no command block
-                # per env, no completion lists) and the same bookkeeping (_finish_ops). It is
-                # written out here, not in a helper, because it runs on every step of the
-                # cheapest envs. A batch of the wrong shape or dtype takes the general path,
-                # which raises the error (errors are raised in one place).
-                if type(actions) is np.ndarray:
-                    arr = actions
-                elif self.resident and is_tensor(actions):
-                    arr = self._tensor_actions(actions)
-                else:
-                    try:
-                        arr = np.asarray(actions)
-                    except (ValueError, TypeError):  # ragged: the general path says so
-                        arr = self._no_actions
-                if arr.shape == self._act_batch_shape and (
-                    type(arr) is not np.ndarray or arr.dtype.char in self._act_chars  # tensor: checked
+                # The inline step (_paths): the same semantics as the general path in fewer
+                # numpy calls (no command block per env, no completion lists) and the same
+                # bookkeeping (Lifecycle.finish). It is written out here, not in a helper,
+                # because it runs on every step of the cheapest envs. A batch of the wrong shape
+                # or dtype takes the general path, which raises the error (errors are raised
+                # in one place).
+                arr = actions if type(actions) is np.ndarray else paths.inline_batch(actions, self._device)
+                if arr.shape == paths.batch_shape and (
+                    type(arr) is not np.ndarray or arr.dtype.char in paths.chars  # tensor: checked
                 ):
                     b = self.buffers
-                    resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
-                    bad, done, step_infos, reset_infos = self._step_all(arr)
+                    resets = plan_ops_into(self.autoreset, life.ended_i8, life.num_ended, b.ops)
+                    bad, done, step_infos, reset_infos = paths.step_all(arr)
                     if bad >= 0:
                         self._validated_actions(actions, self._all)  # raises, naming the env
                         raise ActionError(
                             f"invalid actions (outside {self.action_space}); nothing was stepped"
                         )
-                    if done == 0 and not resets and not self._any_ended:
-                        self.env_steps += self.num_envs  # _finish_ops' common step, inline
-                    elif self._finish_ops(self._every, self.num_envs, resets, done):
-                        self._refresh_blocked()
+                    if done == 0 and not resets and not life.any_ended:
+                        life.steps += self.num_envs  # Lifecycle.finish's common step, inline
+                    else:
+                        life.finish(self._every, self.num_envs, resets, done)
                     op = None if resets else self._plain_ops
                     if step_infos is None and not reset_infos:
                         # No infos at all (kernels): only same_step's rows that ended.
-                        if done and not self._keeps_ended:
-                            return self._books.all_rows({}, {}, b.terminated | b.truncated, op)
+                        if done and not life.keeps_ended:
+                            return books.all_rows({}, {}, b.terminated | b.truncated, op)
                         if op is not None and self.copy:  # all_rows' common case, inline
                             obs, reward, term, trunc, _, agents = self._rows(False)
                             return _new_batch(Batch, (self._all, obs, reward, term, trunc, op,
                                                       None, None, {}, {}, agents))
-                        return self._books.all_rows({}, {}, None, op)
+                        return books.all_rows({}, {}, None, op)
                     return self._inline_rows(step_infos, reset_infos, resets, done, op)
-            if self._fused and type(actions) is np.ndarray and not (
-                self.closed or self._books.in_flight or self._books.ready or self._any_blocked
-            ) and actions.shape == self._act_batch_shape and actions.dtype.char in self._act_chars and (
-                self._act_codec.in_bounds(actions)  # type: ignore[attr-defined]  # ArrayCodec
+            if paths.fused and type(actions) is np.ndarray and not (
+                self.closed or books.in_flight or books.ready or life.any_blocked
+            ) and actions.shape == paths.batch_shape and actions.dtype.char in paths.chars and (
+                paths.in_bounds(actions)  # type: ignore[misc]  # set with fused
             ):
                 return self._step_fused(actions)
-            self._check_sync("step")
-            ids = self._all
-            batch = self._validated_actions(actions, ids)
-            self._check_steppable(ids)
-            self.buffers.put_actions(slice(None), batch)
-            resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, self.buffers.ops)
-            self._dispatch(ids, None, sync=True, resets=resets, send=self._run_all is None)
-            if self._run_all is not None:
-                self._pull(0, True, self._run_all)
-            self._books.drain(self._pull)
-            infos, finals, has_final = self._books.take_infos(range(self.num_envs), self.num_envs)
-            return self._books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+            return self._step_general(actions)
         except BaseException as err:
             self._cut_short(err, self._all)
             raise
 
+    def _step_general(self, actions: Any) -> Batch:
+        """``step``'s general path, the definition: every check, the executor's ``send`` and
+        ``recv`` (or ``run_all``), the books' ``absorb`` and ``drain`` (inside ``step``'s
+        guard)."""
+        self._check_sync("step")
+        ids, books, life, run_all = self._all, self._books, self._life, self._paths.run_all
+        batch = self._validated_actions(actions, ids)
+        self._check_steppable(ids)
+        self.buffers.put_actions(slice(None), batch)
+        resets = plan_ops_into(self.autoreset, life.ended_i8, life.num_ended, self.buffers.ops)
+        self._dispatch(ids, None, sync=True, resets=resets, send=run_all is None)
+        if run_all is not None:
+            self._pull(0, True, run_all)
+        books.drain(self._pull)
+        infos, finals, has_final = books.take_infos(range(self.num_envs), self.num_envs)
+        return books.all_rows(infos, finals, has_final, None if resets else self._plain_ops)
+
     def _step_fused(self, actions: np.ndarray) -> Batch:
-        """``step``'s general path in fewer moves, for executors that fuse a sync call
-        (``Executor.run_all``) and a valid batch of actions that is one array.
+        """The fused step (``_paths``): ``step``'s general path in fewer moves, for executors
+        that fuse a sync call (``Executor.run_all``) and a valid batch of actions that is one
+        array.
 
         The same books as ``_dispatch`` + ``_absorb`` + ``Books.drain`` keep: when every env
         reports its op with no error (the common case), they reduce to the counts below. An
         env that raised takes the general bookkeeping, which raises its error.
         """
-        b, n, books = self.buffers, self.num_envs, self._books
+        b, n, books, life = self.buffers, self.num_envs, self._books, self._life
         b.actions[...] = actions
-        resets = plan_ops_into(self.autoreset, self._ended_i8, self._num_ended, b.ops)
+        resets = plan_ops_into(self.autoreset, life.ended_i8, life.num_ended, b.ops)
         if resets and self._maybe_seeded:
             self._clear_seeds(self._all)
         books.in_flight, books.resets_in_flight = n, resets  # a Ctrl-C in the run drops them
-        done = self._waited(self._run_all, None)
+        done = self._waited(self._paths.run_all, None)
         if done.errors:
             self._absorb(done, sync=True)
             books.drain(self._pull)  # raises the first env's error, every env idle again
         books.in_flight = books.resets_in_flight = 0
-        if self._finish_ops(self._every, n, resets, done.ended):
-            self._refresh_blocked()
+        life.finish(self._every, n, resets, done.ended)
         op = None if resets else self._plain_ops
         if done.infos or done.final_infos:
             return books.all_rows(*take_infos(done.infos, done.final_infos, range(n), n), op)
@@ -591,19 +499,11 @@ class Pool:
         done: int, op: np.ndarray | None,
     ) -> Batch:
         """The rows of an inline step whose engine gave infos (``step``'s inline path)."""
-        n, same_step = self.num_envs, not self._keeps_ended
+        n, same_step = self.num_envs, not self._life.keeps_ended
         columns = engine_columns(step_infos, n)
         if resets or (done and same_step):  # some env was reset by this call
             return self._books.all_rows(*self._books.inline_infos(columns, reset_infos or {}, same_step))
         return self._books.all_rows(columns, {}, None, op)
-
-    def _take_seeds(self, seed: Any, ids: np.ndarray) -> list[int | None]:
-        """Seeds for resetting ``ids``: the given ones, else each env's unused make() seed
-        (``_finish_ops`` uses it up once the env's reset has succeeded)."""
-        if seed is None:
-            return self._first_seeds[ids].tolist()
-        every = normalize_seeds(seed, self.num_envs)
-        return [every[i] for i in ids.tolist()]
 
     # ------------------------------------------------------------------ async API
     def async_reset(
@@ -619,7 +519,7 @@ class Pool:
             ids = self._env_ids(env_id)
             self._books.check_idle(ids, "async_reset")
             check_options(options)
-            seeds = self._take_seeds(seed, ids)
+            seeds = self._life.seeds_for(seed, ids)
             dispatched = True
             self._dispatch(ids, _RESET, seeds, dict(options) if options is not None else None)
         except BaseException as err:
@@ -632,12 +532,14 @@ class Pool:
         dispatched = False
         try:  # guarded whole, as async_reset
             self._check_open()
-            lean = self._send_ids(actions, env_id) if self._lean_send else None
-            if lean is not None:  # the common case, checked in one go (see _send_ids)
+            paths, life = self._paths, self._life
+            lean = paths.send_ids(actions, env_id, self._books.status) if (
+                paths.lean_send and not life.any_blocked) else None
+            if lean is not None:  # the lean send (_paths): checked in one go
                 ids = lean
                 self.buffers.actions[ids] = actions
                 dispatched = True  # no env ended: every op is the mode's plain one (no planning)
-                self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids]) if self._any_ended else self._plain_op)
+                self._dispatch(ids, plan_ops(self.autoreset, life.ended[ids]) if life.any_ended else self._plain_op)
                 return
             ids = self._env_ids(env_id)
             self._books.check_idle(ids, "send")
@@ -645,32 +547,10 @@ class Pool:
             self._check_steppable(ids)
             self.buffers.put_actions(ids, batch)
             dispatched = True
-            self._dispatch(ids, plan_ops(self.autoreset, self._ended[ids] if self._any_ended else None))
+            self._dispatch(ids, plan_ops(self.autoreset, life.ended[ids] if life.any_ended else None))
         except BaseException as err:
             self._cut_short(err, ids, always=dispatched, sync=False)
             raise
-
-    def _send_ids(self, actions: Any, env_id: Any) -> np.ndarray | None:
-        """``send``'s common case checked in one go: the ids (a fresh int64 array) of distinct
-        idle envs in range given as a 1-d int array, no env blocked, ``actions`` one array of
-        valid actions; else ``None`` (the general path raises the precise error)."""
-        if type(env_id) is not np.ndarray or type(actions) is not np.ndarray or self._any_blocked or (
-            env_id.ndim != 1 or env_id.dtype.kind not in "iu"
-        ):
-            return None
-        k = env_id.size
-        if not 0 < k <= 64 or actions.shape != (k, *self._act_batch_shape[1:]) or (
-            actions.dtype.char not in self._act_chars
-        ):
-            return None
-        values = env_id.tolist()
-        if min(values) < 0 or max(values) >= self.num_envs or len(set(values)) != k:
-            return None
-        ids = np.array(values, np.int64)
-        # IDLE is 0: any other status is an env still pending or ready.
-        if np.count_nonzero(self._books.status[ids]) or not self._act_codec.in_bounds(actions):  # type: ignore[attr-defined]  # ArrayCodec
-            return None
-        return ids
 
     @property
     def pending(self) -> int:
@@ -682,16 +562,16 @@ class Pool:
         books, ids, k = self._books, self._all[:0], self.batch_size
         try:  # guarded whole, as send: envs taken off the books are handed out or given up
             self._check_open()
-            if self._take_finished is not None and books.in_flight >= k and books.only_in_flight:
-                # The lean path: the engine hands over the finished envs with no Completion
-                # (Executor.take_finished); the same books as below, in fewer moves.
-                got = self._waited(self._take_finished, k)
+            take_finished = self._paths.take_finished
+            if take_finished is not None and books.in_flight >= k and books.only_in_flight:
+                # The lean recv (_paths): the engine hands over the finished envs with no
+                # Completion (Executor.take_finished); the same books as below, in fewer moves.
+                got = self._waited(take_finished, k)
                 if got is not None:
                     finished, ended, table = got
                     ids = finished[:k]
                     resets = books.absorb_finished(finished, k, table)
-                    if self._finish_ops(finished, finished.size, resets, ended):
-                        self._refresh_blocked()
+                    self._life.finish(finished, finished.size, resets, ended)
                     return books.hand_out_finished(ids, table)
             ids = books.take(k, self._pull)
             return books.hand_out(ids, k)
@@ -776,6 +656,12 @@ class Pool:
         except BaseException as err:
             self._cut_short(err, self._all[:0], sync=False)
             raise
+
+    def _left_by_fork(self) -> None:
+        """This is a forked child's copy of the pool: it cannot be used (see ``_FORK_BOUND``)."""
+        if not self.closed:
+            self.closed = True
+            self._forked_from = os.getppid()
 
     def __del__(self) -> None:
         # The pool, not its front end, owns the executor: a pool kept alone (``env.pool``)

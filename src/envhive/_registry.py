@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from envhive.engines import compiled_env, compiled_ids, native_factory
+from envhive.engines._registry import builtin_compiled_ids
 from envhive.envs.multiagent._lab2d import LEVELS
 from envhive.errors import ConfigError, UnknownEnvError
 
@@ -113,8 +114,8 @@ def list_envs() -> list[str]:
 
 
 def builtin_ids() -> list[str]:
-    """The ids envhive itself implements (kernels and the MuJoCo envs)."""
-    return sorted({*compiled_ids(), *_BUILTIN})
+    """The ids envhive itself implements (its compiled families' and the MuJoCo envs)."""
+    return sorted({*builtin_compiled_ids(), *_BUILTIN})
 
 
 def _load(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:

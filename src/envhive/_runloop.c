@@ -1,42 +1,51 @@
-/* envhive._runloop: the fast path of EnvRunner.run, in C.
+/* envhive._runloop: the common case of EnvRunner's loop, in C.
  *
- * EnvRunner.run steps a slice of envs and gathers their results in lists. For a simple env
- * (CartPole) the Python bytecode around each env.step call is a sizeable share of the step
- * itself (docs/benchmarks.md). This module runs the common case of that loop in C and hands
- * every other case back to Python, which keeps the one definition of what each op means:
+ * EnvRunner runs the ops of a slice of Python envs. For a simple env (CartPole) the Python
+ * bytecode around each env.step call is a sizeable share of the step itself
+ * (docs/benchmarks.md). This module runs the common case of that loop in C and hands every
+ * other case to Python's definition of an op (``envhive._perform.perform``), so that an op
+ * means the same either way. It is ONE loop, for every call: the whole slice in order (every
+ * sync step), a contiguous run or any list of envs (async sends), with or without results
+ * computed beforehand (``step_many``):
  *
- *     step_slice(envs, ops, ids, actions, read, start,
- *                obs_list, rewards, terms, truncs, infos) -> (k, kind, got)
+ *     step_rows(envs, ops, actions, read, rows, ids, stepped, obs_list, reward_buf,
+ *               term_buf, trunc_buf, infos, env_ids, finish) -> ended
  *
- * From position ``start`` on, for each env whose op is STEP or STEP_RESET, it calls
- * ``env.step(actions[i])`` (``read(actions, i)`` when ``read`` is not None) and, when the
- * result is an exact 5-tuple with an exact dict info (and, for STEP_RESET, ``terminated`` and
- * ``truncated`` both exactly False), appends obs/reward/terminated/truncated to the four
- * lists and stores a non-empty info in ``infos[i]``. It stops at the first env it does not
- * finish and returns its position ``k`` with what happened to it:
+ * For env k of ``envs`` (the call's envs, in call order), its row r in every buffer is
+ * ``rows + k`` (``rows`` an int: a contiguous run) or ``rows[k]`` (a list), and its id is
+ * ``ids + k`` or ``ids[k]`` likewise. When its op (``ops[r]``, int8) is STEP or STEP_RESET,
+ * its step result is ``stepped[k]`` (a result, or the exception its step raised) when
+ * ``stepped`` is a list, else what ``env.step(actions[r])`` returns (``read(actions, r)``
+ * when ``read`` is not None). When that result is an exact 5-tuple whose reward is a Python
+ * float or int, whose flags are exactly True or False (both False for STEP_RESET: an episode
+ * end there resets the env) and whose info is an exact dict, it writes the reward and flags
+ * into row r, stores a non-empty info in ``infos[id]``, appends the observation to
+ * ``obs_list`` and ``id`` to ``env_ids``: what ``perform`` does with such a result. Every
+ * other env is handed to ``finish(k, kind, got)``:
  *
  *     kind 0 (NOT_CALLED): nothing was done for env k (a RESET op, or the action could not
  *                          be read); Python runs its op from scratch;
- *     kind 1 (RETURNED):   env.step returned ``got``, which Python finishes (an episode end
+ *     kind 1 (RETURNED):   its step returned ``got``, which Python finishes (an episode end
  *                          under STEP_RESET, a non-tuple result, a non-dict info, ...);
- *     kind 2 (RAISED):     env.step raised the Exception ``got``.
+ *     kind 2 (RAISED):     its step raised the Exception ``got``.
  *
- * At the end of the slice it returns ``(len(envs), 0, None)``. Exceptions that are not
- * ``Exception`` subclasses (KeyboardInterrupt, SystemExit) propagate, as in the Python loop.
- * The Python fallback (no compiler) simply runs every env through the Python path.
+ * ``finish`` performs its op in Python, writes its reward and flags, appends its observation
+ * to ``obs_list`` (None if it has none) and returns 1 (its episode ended), 0 (it did not) or
+ * -1 (the env's error was recorded: its id is not appended). ``obs_list`` thus gets one entry
+ * per env, in order. Observations are written after the loop, as gymnasium's SyncVectorEnv
+ * stacks them after all envs stepped (an env that rewrites an array it returned shows the
+ * last write either way): ``write_obs_rows``. Returns how many envs appended ended their
+ * episode. Exceptions that are not ``Exception`` subclasses (KeyboardInterrupt, SystemExit)
+ * propagate, as do exceptions ``finish`` raises. ``envhive._runner.step_rows_py`` is the same
+ * loop in Python with every env handed to ``finish`` (what runs without a C compiler), and
+ * tests/test_runloop.py holds the two equal over every odd step result.
  *
- *     write_rows(start, obs_buf, obs_list, reward_buf, rewards, term_buf, terms,
- *                trunc_buf, truncs, ndarray) -> 0, 1 or 2
+ *     write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool
  *
- * Writes the gathered results of a contiguous run of envs into rows start, start+1, ... of
- * the pool's buffers, which is what numpy's ``buf[start:stop] = values`` does when nothing
- * needs converting. Stage 1: each observation must be an exact ``ndarray`` (``ndarray`` is
- * the type) of the buffer row's shape and dtype, C-contiguous; its bytes are copied. Stage 2:
- * rewards must be Python floats or ints (numpy's float64 is a float), one per env (no agent
- * axis), and the flags exactly True or False. It returns how many stages it completed; Python
- * does the rest with numpy, checking each value it writes (which also rewrites any row a stage
- * wrote before stopping, with the same values): a value of the wrong kind becomes its env's
- * error there, so this loop never needs to look at one twice.
+ * Copies the observations into rows start, start+1, ... when each is an exact C-contiguous
+ * ``ndarray`` (``ndarray`` is the type) of the row's shape and dtype, compared through the
+ * buffer protocol (no numpy C API, so the extension does not depend on numpy's version);
+ * False: Python writes them with numpy, checking each.
  *
  *     within(array, lo, hi) -> True, False or None
  *
@@ -66,15 +75,6 @@ enum { NOT_CALLED = 0, RETURNED = 1, RAISED = 2 };
 static PyObject *str_step; /* interned "step" */
 
 static PyObject *
-stop_at(Py_ssize_t k, int kind, PyObject *got)
-{
-    /* Steals the reference to ``got`` (may be NULL: None). */
-    PyObject *res = Py_BuildValue("(niO)", k, kind, got ? got : Py_None);
-    Py_XDECREF(got);
-    return res;
-}
-
-static PyObject *
 fetch_exception(void)
 {
     /* The raised exception as an object with its traceback, or NULL (error still set) when it
@@ -93,97 +93,6 @@ fetch_exception(void)
     Py_XDECREF(tb);
     return value;
 #endif
-}
-
-static PyObject *
-step_slice(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 11) {
-        PyErr_Format(PyExc_TypeError, "step_slice() takes 11 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    PyObject *envs = args[0], *ops = args[1], *ids = args[2], *actions = args[3];
-    PyObject *read = args[4];
-    PyObject *obs_list = args[6], *rewards = args[7], *terms = args[8], *truncs = args[9];
-    PyObject *infos = args[10];
-    if (!PyList_CheckExact(envs) || !PyList_CheckExact(ops) || !PyList_CheckExact(ids)
-        || !PyList_CheckExact(obs_list) || !PyList_CheckExact(rewards)
-        || !PyList_CheckExact(terms) || !PyList_CheckExact(truncs) || !PyDict_Check(infos)) {
-        PyErr_SetString(PyExc_TypeError, "step_slice(): expected lists and a dict");
-        return NULL;
-    }
-    Py_ssize_t k = PyLong_AsSsize_t(args[5]);
-    if (k == -1 && PyErr_Occurred())
-        return NULL;
-    if (read == Py_None)
-        read = NULL;
-
-    /* The lists are re-read every iteration: an env's step runs arbitrary Python code. */
-    for (;; k++) {
-        Py_ssize_t n = PyList_GET_SIZE(envs);
-        if (PyList_GET_SIZE(ops) < n || PyList_GET_SIZE(ids) < n) {
-            PyErr_SetString(PyExc_ValueError, "step_slice(): ops and ids shorter than envs");
-            return NULL;
-        }
-        if (k >= n)
-            return stop_at(n, NOT_CALLED, NULL);
-        long op = PyLong_AsLong(PyList_GET_ITEM(ops, k));
-        if (op == -1 && PyErr_Occurred())
-            return NULL;
-        if (op != OP_STEP && op != OP_STEP_RESET)
-            return stop_at(k, NOT_CALLED, NULL);
-
-        PyObject *env = PyList_GET_ITEM(envs, k);
-        PyObject *id = PyList_GET_ITEM(ids, k);
-        Py_INCREF(env);
-        Py_INCREF(id);
-        PyObject *action;
-        if (read == NULL) {
-            action = PyObject_GetItem(actions, id);
-        } else {
-            PyObject *call_args[2] = {actions, id};
-            action = PyObject_Vectorcall(read, call_args, 2, NULL);
-        }
-        if (action == NULL) {
-            Py_DECREF(env);
-            Py_DECREF(id);
-            if (!PyErr_ExceptionMatches(PyExc_Exception))
-                return NULL; /* KeyboardInterrupt & co. propagate */
-            PyErr_Clear(); /* Python reads it again, inside its try, and reports it */
-            return stop_at(k, NOT_CALLED, NULL);
-        }
-        /* Slot 0 is spare, so the call may borrow it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
-        PyObject *call_args[3] = {NULL, env, action};
-        PyObject *result = PyObject_VectorcallMethod(
-            str_step, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        Py_DECREF(action);
-        Py_DECREF(env);
-        if (result == NULL) {
-            Py_DECREF(id);
-            PyObject *err = fetch_exception();
-            return err == NULL ? NULL : stop_at(k, RAISED, err);
-        }
-        if (!PyTuple_CheckExact(result) || PyTuple_GET_SIZE(result) != 5) {
-            Py_DECREF(id);
-            return stop_at(k, RETURNED, result);
-        }
-        PyObject *term = PyTuple_GET_ITEM(result, 2), *trunc = PyTuple_GET_ITEM(result, 3);
-        PyObject *info = PyTuple_GET_ITEM(result, 4);
-        if ((op == OP_STEP_RESET && (term != Py_False || trunc != Py_False))
-            || !PyDict_CheckExact(info)) {
-            Py_DECREF(id);
-            return stop_at(k, RETURNED, result);
-        }
-        int failed = (PyDict_GET_SIZE(info) > 0 && PyDict_SetItem(infos, id, info) < 0)
-            || PyList_Append(obs_list, PyTuple_GET_ITEM(result, 0)) < 0
-            || PyList_Append(rewards, PyTuple_GET_ITEM(result, 1)) < 0
-            || PyList_Append(terms, term) < 0
-            || PyList_Append(truncs, trunc) < 0;
-        Py_DECREF(id);
-        Py_DECREF(result);
-        if (failed)
-            return NULL;
-    }
 }
 
 /* A writable, C-contiguous buffer with at least ``rows`` rows; 0 on success. */
@@ -229,41 +138,8 @@ write_obs(Py_ssize_t start, Py_buffer *buf, PyObject *obs_list, PyTypeObject *nd
     return 0;
 }
 
-static int
-write_scalars(Py_ssize_t start, Py_buffer *reward, PyObject *rewards, Py_buffer *term,
-              PyObject *terms, Py_buffer *trunc, PyObject *truncs)
-{
-    Py_ssize_t n = PyList_GET_SIZE(rewards);
-    if (reward->ndim != 1)
-        return -1; /* rewards with an agent axis: numpy writes (and checks) them */
-    double *r = (double *)reward->buf + start;
-    char *te = (char *)term->buf + start, *tr = (char *)trunc->buf + start;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *x = PyList_GET_ITEM(rewards, k);
-        PyObject *a = PyList_GET_ITEM(terms, k), *b = PyList_GET_ITEM(truncs, k);
-        if ((a != Py_True && a != Py_False) || (b != Py_True && b != Py_False))
-            return -1;
-        double value;
-        if (PyFloat_Check(x)) {
-            value = PyFloat_AS_DOUBLE(x);
-        } else if (PyLong_Check(x)) {
-            value = PyLong_AsDouble(x);
-            if (value == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-                return -1;
-            }
-        } else {
-            return -1;
-        }
-        r[k] = value;
-        te[k] = a == Py_True;
-        tr[k] = b == Py_True;
-    }
-    return 0;
-}
-
-/* Copy the observations of ``obs_list`` into rows start, start+1, ... of ``buf`` (write_rows's
- * stage 1); 1 if all were copied, 0 if Python must write them. */
+/* Copy the observations of ``obs_list`` into rows start, start+1, ... of ``buf``; 1 if all
+ * were copied, 0 if Python must write them. */
 static int
 copy_obs(Py_ssize_t start, PyObject *buf, PyObject *obs_list, PyObject *ndarray)
 {
@@ -277,72 +153,9 @@ copy_obs(Py_ssize_t start, PyObject *buf, PyObject *obs_list, PyObject *ndarray)
     return ok;
 }
 
-static PyObject *
-write_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 10) {
-        PyErr_Format(PyExc_TypeError, "write_rows() takes 10 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[0]);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *obs_list = args[2], *rewards = args[4], *terms = args[6], *truncs = args[8];
-    if (!PyType_Check(args[9]) || !PyList_CheckExact(obs_list) || !PyList_CheckExact(rewards)
-        || !PyList_CheckExact(terms) || !PyList_CheckExact(truncs)) {
-        PyErr_SetString(PyExc_TypeError, "write_rows(): expected lists and a type");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(obs_list);
-    if (n == 0 || start < 0 || PyList_GET_SIZE(rewards) != n || PyList_GET_SIZE(terms) != n
-        || PyList_GET_SIZE(truncs) != n)
-        return PyLong_FromLong(0);
-    long stages = copy_obs(start, args[1], obs_list, args[9]);
-    Py_buffer reward, term, trunc;
-    if (stages == 1 && get_rows(args[3], &reward, start + n, "d") == 0) {
-        if (get_rows(args[5], &term, start + n, "?") == 0) {
-            if (get_rows(args[7], &trunc, start + n, "?") == 0) {
-                if (write_scalars(start, &reward, rewards, &term, terms, &trunc, truncs) == 0)
-                    stages = 2;
-                PyBuffer_Release(&trunc);
-            }
-            PyBuffer_Release(&term);
-        }
-        PyBuffer_Release(&reward);
-    }
-    return PyLong_FromLong(stages);
-}
-
-/* step_rows: the whole-slice loop, writing each env's reward and flags as soon as it has
- * stepped.
- *
- *     step_rows(envs, ops, actions, read, row0, id0, obs_list, reward_buf, term_buf,
- *               trunc_buf, infos, env_ids, finish) -> ended
- *
- * For k in range(len(envs)), env k (id id0 + k) has its row r = row0 + k in every buffer.
- * When its op (ops[r], int8) is STEP or STEP_RESET, it calls ``env.step(actions[r])``
- * (``read(actions, r)`` when ``read`` is not None); when the result is an exact 5-tuple whose
- * reward is a Python float or int, whose flags are exactly True or False (both False for
- * STEP_RESET) and whose info is an exact dict, it writes the reward and flags into row r,
- * stores a non-empty info in ``infos[id]``, appends the observation to ``obs_list`` and
- * ``id`` to ``env_ids``. Every other env is handed to ``finish(k, kind, got)`` (kinds as for
- * step_slice), which performs its op in Python, writes its reward and flags, appends its
- * observation to ``obs_list`` (None if it has none) and returns 1 (its episode ended), 0 (it
- * did not) or -1 (the env's error was recorded: its id is not appended). ``obs_list`` thus
- * gets one entry per env, in order. Observations are written after the loop, as
- * gymnasium's SyncVectorEnv stacks them after all envs stepped (an env that rewrites an array
- * it returned shows the last write either way): ``write_obs_rows``. Returns how many envs
- * appended ended their episode. Exceptions that are not ``Exception`` subclasses
- * (KeyboardInterrupt) propagate, as do exceptions ``finish`` raises.
- *
- *     write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool
- *
- * write_rows's stage 1 alone: copies the observations into rows start, start+1, ... when each
- * is an exact C-contiguous ``ndarray`` of the row's shape and dtype (False: Python writes them).
- */
-
 typedef struct {
     Py_buffer ops, reward, term, trunc;
+    Py_ssize_t nrows; /* rows every one of them has */
 } Rows;
 
 static void
@@ -354,15 +167,14 @@ release_rows(Rows *b, int held)
 }
 
 static int
-get_all_rows(Rows *b, PyObject *const *bufs, Py_ssize_t rows)
+get_all_rows(Rows *b, PyObject *const *bufs)
 {
     const char *formats[4] = {"b", "d", "?", "?"};
     Py_buffer *views[4] = {&b->ops, &b->reward, &b->term, &b->trunc};
     for (int j = 0; j < 4; j++) {
-        if (get_rows(bufs[j], views[j], rows, formats[j]) < 0) {
+        if (get_rows(bufs[j], views[j], 0, formats[j]) < 0) {
             release_rows(b, j);
-            PyErr_SetString(PyExc_TypeError,
-                            "step_rows(): expected C-contiguous buffers with enough rows");
+            PyErr_SetString(PyExc_TypeError, "step_rows(): expected C-contiguous buffers");
             return -1;
         }
     }
@@ -371,7 +183,43 @@ get_all_rows(Rows *b, PyObject *const *bufs, Py_ssize_t rows)
         PyErr_SetString(PyExc_TypeError, "step_rows(): expected one reward and flag per row");
         return -1;
     }
+    b->nrows = b->ops.shape[0];
+    for (int j = 1; j < 4; j++)
+        if (views[j]->shape[0] < b->nrows)
+            b->nrows = views[j]->shape[0];
     return 0;
+}
+
+/* Item k of ``seq``: ``base + k`` when ``seq`` is an int, else the int ``seq[k]``; -1 with an
+ * error set when it is not one. */
+static Py_ssize_t
+nth(PyObject *seq, Py_ssize_t base, Py_ssize_t k)
+{
+    if (base >= 0)
+        return base + k;
+    Py_ssize_t v = PyLong_AsSsize_t(PyList_GET_ITEM(seq, k));
+    if (v < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "step_rows(): a negative row or id");
+    return v;
+}
+
+/* ``seq`` as ``base`` (an int >= 0) or a list of ``n`` entries (``*base`` = -1); -1 if neither. */
+static int
+int_or_list(PyObject *seq, Py_ssize_t n, Py_ssize_t *base, const char *what)
+{
+    if (PyList_CheckExact(seq)) {
+        *base = -1;
+        if (PyList_GET_SIZE(seq) == n)
+            return 0;
+    } else if (PyLong_Check(seq)) {
+        *base = PyLong_AsSsize_t(seq);
+        if (*base >= 0)
+            return 0;
+        if (PyErr_Occurred())
+            return -1;
+    }
+    PyErr_Format(PyExc_ValueError, "step_rows(): %s must be an int >= 0 or a list of one per env", what);
+    return -1;
 }
 
 /* Write env r's reward and flags and keep its observation, if the result is of the plain
@@ -390,7 +238,7 @@ write_result(Rows *b, Py_ssize_t r, long op, PyObject *result, PyObject *obs_lis
         || (trunc != Py_True && trunc != Py_False))
         return 0;
     if (op == OP_STEP_RESET && (term == Py_True || trunc == Py_True))
-        return 0;
+        return 0; /* resets_in_op: the reset is Python's */
     double value;
     if (PyFloat_Check(x)) {
         value = PyFloat_AS_DOUBLE(x);
@@ -414,121 +262,156 @@ write_result(Rows *b, Py_ssize_t r, long op, PyObject *result, PyObject *obs_lis
     return 1;
 }
 
+/* Env k's step: its result (new reference) with *kind = RETURNED, the Exception it raised
+ * with *kind = RAISED, or NULL with *kind = NOT_CALLED (its action could not be read: Python
+ * reads it again and reports it). NULL with an error set: an exception that propagates. */
+static PyObject *
+step_env(PyObject *envs, PyObject *actions, PyObject *read, PyObject *stepped, Py_ssize_t k,
+         Py_ssize_t r, int *kind)
+{
+    *kind = NOT_CALLED;
+    if (stepped != NULL) {
+        PyObject *got = PyList_GET_ITEM(stepped, k);
+        *kind = PyExceptionInstance_Check(got) ? RAISED : RETURNED;
+        Py_INCREF(got);
+        return got;
+    }
+    PyObject *action;
+    if (read == NULL) {
+        action = PySequence_GetItem(actions, r);
+    } else {
+        PyObject *row = PyLong_FromSsize_t(r);
+        PyObject *call_args[2] = {actions, row};
+        action = row == NULL ? NULL : PyObject_Vectorcall(read, call_args, 2, NULL);
+        Py_XDECREF(row);
+    }
+    if (action == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception))
+            PyErr_Clear(); /* finish reads it again, inside its try, and reports it */
+        return NULL;
+    }
+    PyObject *env = PyList_GET_ITEM(envs, k);
+    Py_INCREF(env);
+    /* Slot 0 is spare, so the call may borrow it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
+    PyObject *call_args[3] = {NULL, env, action};
+    PyObject *result = PyObject_VectorcallMethod(
+        str_step, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(action);
+    Py_DECREF(env);
+    if (result != NULL) {
+        *kind = RETURNED;
+        return result;
+    }
+    PyObject *err = fetch_exception();
+    if (err != NULL)
+        *kind = RAISED;
+    return err;
+}
+
+/* Hand env k to Python's finish(k, kind, got); its return value (1, 0 or -1), or -2 with an
+ * error set. Steals ``got``. */
+static long
+finish_env(PyObject *finish, Py_ssize_t k, int kind, PyObject *got)
+{
+    PyObject *kk = PyLong_FromSsize_t(k), *kd = PyLong_FromLong(kind);
+    PyObject *fargs[3] = {kk, kd, got ? got : Py_None};
+    PyObject *rc = (kk && kd) ? PyObject_Vectorcall(finish, fargs, 3, NULL) : NULL;
+    Py_XDECREF(kk);
+    Py_XDECREF(kd);
+    Py_XDECREF(got);
+    if (rc == NULL)
+        return -2;
+    long v = PyLong_AsLong(rc);
+    Py_DECREF(rc);
+    return v == -1 && PyErr_Occurred() ? -2 : v;
+}
+
 static PyObject *
 step_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13) {
-        PyErr_Format(PyExc_TypeError, "step_rows() takes 13 arguments (%zd given)", nargs);
+    if (nargs != 14) {
+        PyErr_Format(PyExc_TypeError, "step_rows() takes 14 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *envs = args[0], *actions = args[2], *read = args[3], *obs_list = args[6];
-    PyObject *infos = args[10], *env_ids = args[11], *finish = args[12];
+    PyObject *envs = args[0], *actions = args[2], *read = args[3], *rows = args[4];
+    PyObject *ids = args[5], *stepped = args[6], *obs_list = args[7];
+    PyObject *infos = args[11], *env_ids = args[12], *finish = args[13];
     if (!PyList_CheckExact(envs) || !PyList_CheckExact(obs_list) || !PyDict_Check(infos)
         || !PyList_CheckExact(env_ids)) {
         PyErr_SetString(PyExc_TypeError, "step_rows(): expected lists and a dict");
         return NULL;
     }
-    Py_ssize_t row0 = PyLong_AsSsize_t(args[4]), id0 = PyLong_AsSsize_t(args[5]);
-    if ((row0 == -1 || id0 == -1) && PyErr_Occurred())
+    Py_ssize_t n = PyList_GET_SIZE(envs), row0, id0;
+    if (int_or_list(rows, n, &row0, "rows") < 0 || int_or_list(ids, n, &id0, "ids") < 0)
         return NULL;
+    if (stepped == Py_None) {
+        stepped = NULL;
+    } else if (!PyList_CheckExact(stepped) || PyList_GET_SIZE(stepped) != n) {
+        PyErr_SetString(PyExc_ValueError, "step_rows(): stepped must be None or one entry per env");
+        return NULL;
+    }
     if (read == Py_None)
         read = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(envs);
-    PyObject *const bufs[4] = {args[1], args[7], args[8], args[9]};
+    PyObject *const bufs[4] = {args[1], args[8], args[9], args[10]};
     Rows b;
-    if (row0 < 0 || get_all_rows(&b, bufs, row0 + n) < 0)
-        return row0 < 0 ? (PyErr_SetString(PyExc_ValueError, "step_rows(): row0 < 0"), NULL) : NULL;
+    if (get_all_rows(&b, bufs) < 0)
+        return NULL;
     long ended = 0;
     PyObject *res = NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (PyList_GET_SIZE(envs) != n) {
-            PyErr_SetString(PyExc_RuntimeError, "step_rows(): the env list changed size");
+        /* The lists are re-checked every iteration: an env's step runs arbitrary Python. */
+        if (PyList_GET_SIZE(envs) != n || (row0 < 0 && PyList_GET_SIZE(rows) != n)
+            || (id0 < 0 && PyList_GET_SIZE(ids) != n)
+            || (stepped != NULL && PyList_GET_SIZE(stepped) != n)) {
+            PyErr_SetString(PyExc_RuntimeError, "step_rows(): a list changed size");
             goto done;
         }
-        Py_ssize_t r = row0 + k;
+        Py_ssize_t r = nth(rows, row0, k), i = nth(ids, id0, k);
+        if (r < 0 || i < 0)
+            goto done;
+        if (r >= b.nrows) {
+            PyErr_SetString(PyExc_IndexError, "step_rows(): a row beyond the buffers");
+            goto done;
+        }
         long op = ((signed char *)b.ops.buf)[r];
-        PyObject *id = PyLong_FromSsize_t(id0 + k);
+        PyObject *id = PyLong_FromSsize_t(i);
         if (id == NULL)
             goto done;
-        int kind = NOT_CALLED, fin = 0;
+        int kind = NOT_CALLED;
         PyObject *got = NULL;
         if (op == OP_STEP || op == OP_STEP_RESET) {
-            PyObject *action;
-            if (read == NULL) {
-                action = PySequence_GetItem(actions, r);
-            } else {
-                PyObject *row = PyLong_FromSsize_t(r);
-                PyObject *call_args[2] = {actions, row};
-                action = row == NULL ? NULL : PyObject_Vectorcall(read, call_args, 2, NULL);
-                Py_XDECREF(row);
-            }
-            if (action == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-                    Py_DECREF(id);
-                    goto done;
-                }
-                PyErr_Clear(); /* finish reads it again, inside its try, and reports it */
-            } else {
-                PyObject *env = PyList_GET_ITEM(envs, k);
-                Py_INCREF(env);
-                PyObject *call_args[3] = {NULL, env, action};
-                PyObject *result = PyObject_VectorcallMethod(
-                    str_step, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-                Py_DECREF(action);
-                Py_DECREF(env);
-                if (result == NULL) {
-                    got = fetch_exception();
-                    if (got == NULL) {
-                        Py_DECREF(id);
-                        goto done;
-                    }
-                    kind = RAISED;
-                } else {
-                    int flag = 0;
-                    fin = write_result(&b, r, op, result, obs_list, infos, id, &flag);
-                    if (fin == 1) {
-                        Py_DECREF(result);
-                        ended += flag;
-                        fin = PyList_Append(env_ids, id);
-                        Py_DECREF(id);
-                        if (fin < 0)
-                            goto done;
-                        continue;
-                    }
-                    if (fin < 0) {
-                        Py_DECREF(result);
-                        Py_DECREF(id);
-                        goto done;
-                    }
-                    kind = RETURNED;
-                    got = result;
-                }
-            }
-        }
-        /* The Python path performs this env's op (and writes its row). */
-        PyObject *kk = PyLong_FromSsize_t(k), *kd = PyLong_FromLong(kind);
-        PyObject *fargs[3] = {kk, kd, got ? got : Py_None};
-        PyObject *rc = (kk && kd) ? PyObject_Vectorcall(finish, fargs, 3, NULL) : NULL;
-        Py_XDECREF(kk);
-        Py_XDECREF(kd);
-        Py_XDECREF(got);
-        if (rc == NULL) {
-            Py_DECREF(id);
-            goto done;
-        }
-        long v = PyLong_AsLong(rc);
-        Py_DECREF(rc);
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(id);
-            goto done;
-        }
-        if (v >= 0) {
-            ended += v;
-            if (PyList_Append(env_ids, id) < 0) {
+            got = step_env(envs, actions, read, stepped, k, r, &kind);
+            if (got == NULL && PyErr_Occurred()) {
                 Py_DECREF(id);
                 goto done;
             }
+            if (kind == RETURNED) {
+                int flag = 0;
+                int fin = write_result(&b, r, op, got, obs_list, infos, id, &flag);
+                if (fin == 1) {
+                    Py_DECREF(got);
+                    ended += flag;
+                    fin = PyList_Append(env_ids, id);
+                    Py_DECREF(id);
+                    if (fin < 0)
+                        goto done;
+                    continue;
+                }
+                if (fin < 0) {
+                    Py_DECREF(got);
+                    Py_DECREF(id);
+                    goto done;
+                }
+            }
         }
+        /* Python's definition performs this env's op (and writes its row). */
+        long v = finish_env(finish, k, kind, got);
+        if (v == -2 || (v >= 0 && PyList_Append(env_ids, id) < 0)) {
+            Py_DECREF(id);
+            goto done;
+        }
+        if (v > 0)
+            ended += v;
         Py_DECREF(id);
     }
     res = PyLong_FromLong(ended);
@@ -719,15 +602,9 @@ step_kinds(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef methods[] = {
-    {"step_slice", (PyCFunction)(void (*)(void))step_slice, METH_FASTCALL,
-     "step_slice(envs, ops, ids, actions, read, start, obs_list, rewards, terms, truncs, "
-     "infos) -> (k, kind, got)\n\nThe fast path of EnvRunner.run; see envhive/_runner.py."},
-    {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL,
-     "write_rows(start, obs_buf, obs_list, reward_buf, rewards, term_buf, terms, trunc_buf, "
-     "truncs, ndarray) -> stages written (0-2)\n\nSee envhive/_runner.py."},
     {"step_rows", (PyCFunction)(void (*)(void))step_rows, METH_FASTCALL,
-     "step_rows(envs, ops, actions, read, row0, id0, obs_list, reward_buf, term_buf, "
-     "trunc_buf, infos, env_ids, finish) -> ended\n\nSee envhive/_runner.py."},
+     "step_rows(envs, ops, actions, read, rows, ids, stepped, obs_list, reward_buf, term_buf, "
+     "trunc_buf, infos, env_ids, finish) -> ended\n\nEnvRunner's loop; see envhive/_runner.py."},
     {"write_obs_rows", (PyCFunction)(void (*)(void))write_obs_rows, METH_FASTCALL,
      "write_obs_rows(start, obs_buf, obs_list, ndarray) -> bool\n\nSee envhive/_runner.py."},
     {"within", (PyCFunction)(void (*)(void))within, METH_FASTCALL,
@@ -740,7 +617,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "envhive._runloop",
-    "The fast path of EnvRunner.run, in C (private).", -1, methods, NULL, NULL, NULL, NULL,
+    "The common case of EnvRunner's loop, in C (private).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

@@ -1,9 +1,12 @@
 """The Python runner of ops: one slice of gymnasium envs, stepped into the pool's buffers.
 
-Serial, thread and process executors (and any future remote worker) run Python envs through
-:class:`EnvRunner`, which performs each env's op exactly as ``envhive._ops`` defines it. Its
-common case runs in C (``envhive._runloop``, an optional extension built at install); every
-other case in Python, so an op means the same either way.
+Serial, thread and process executors (and Ray actors) run Python envs through
+:class:`EnvRunner`. Each env's op is ``envhive._perform.perform`` (the one Python definition
+of what ``envhive._ops`` says); the runner's loop over a call's envs is one loop for every
+call, whose common case runs in C (``envhive._runloop.step_rows``, an optional extension built
+at install) and hands every other env to ``perform``. Without the extension the same loop runs
+in Python (:func:`step_rows_py`), handing every env to ``perform``; a differential test holds
+the two equal (tests/test_runloop.py).
 
 Examples:
     >>> import gymnasium as gym
@@ -31,36 +34,27 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envhive._agent_runner import AgentOps
 from envhive._buffers import Buffers, as_index
 from envhive._memory import check_fits, resident_bytes, size_text
-from envhive._ops import RESET, RESET_REWARD, STEP_RESET, resets_in_op
+from envhive._ops import RESET
+from envhive._perform import NOT_CALLED, RAISED, RETURNED, perform, reset_env, write_obs
 from envhive._report import Completion, EnvFactory, env_error, safe_str
-from envhive._results import (
-    batch_fits,
-    check_info,
-    flag_value,
-    reset_pair,
-    result_error,
-    reward_value,
-    step_tuple,
-)
-from envhive._spaces import ArrayCodec, Tree
+from envhive._results import batch_fits, flag_value, result_error, reward_value
+from envhive._spaces import ArrayCodec
 from envhive.errors import ConfigError, EnvWorkerError, worker_error_as
 
-__all__ = ["EnvRunner", "build_env", "build_envs", "compiled_runner", "reset_env"]
+__all__ = ["EnvRunner", "build_env", "build_envs", "compiled_runner", "reset_env", "step_rows_py"]
 
-_RESET, _STEP_RESET = RESET, STEP_RESET
 # Observations up to this size (bytes per env) are written to the buffers as one batch.
 _STACK_OBS_BYTES = 4096
 
-# What the C fast path did with the env it stopped at (see _runloop.c).
-_NOT_CALLED, _RETURNED, _RAISED = 0, 1, 2
 try:
     _runloop: Any = importlib.import_module("envhive._runloop")
 except ImportError:  # built without a C compiler: every env takes the Python path
     _runloop = None
-_step_slice: Callable[..., tuple[int, int, Any]] | None = getattr(_runloop, "step_slice", None)
-_write_rows: Callable[..., int] | None = getattr(_runloop, "write_rows", None)
+#: ``step_rows(envs, ops, actions, read, rows, ids, stepped, obs_list, reward, terminated,
+#: truncated, infos, env_ids, finish) -> ended``: the loop (see _runloop.c and step_rows_py).
 _step_rows: Callable[..., int] | None = getattr(_runloop, "step_rows", None)
 _write_obs_rows: Callable[..., bool] | None = getattr(_runloop, "write_obs_rows", None)
 
@@ -75,8 +69,46 @@ def compiled_runner() -> bool:
         >>> isinstance(compiled_runner(), bool)
         True
     """
-    return _step_slice is not None
+    return _step_rows is not None
 
+
+def _nth(seq: int | list[int], k: int) -> int:
+    """Entry ``k`` of a call's rows or ids: ``seq + k`` for a contiguous run (an int), else
+    ``seq[k]``."""
+    return seq + k if isinstance(seq, int) else seq[k]
+
+
+def step_rows_py(
+    envs: list[gym.Env], ops: np.ndarray, actions: Any, read: Any, rows: int | list[int],
+    ids: int | list[int], stepped: list[Any] | None, obs_list: list[Any], reward: Any,
+    terminated: Any, truncated: Any, infos: dict[int, Any], env_ids: list[int],
+    finish: Callable[[int, int, Any], int],
+) -> int:
+    """The runner's loop, in Python: what ``_runloop.step_rows`` does, with every env handed
+    to ``finish`` (which runs ``perform``). The C loop finishes the plain case itself, exactly
+    as ``finish`` would; this is what runs without it.
+
+    For env ``k`` of ``envs``: its row is ``rows + k`` (an int) or ``rows[k]``, its id
+    ``ids + k`` or ``ids[k]``; a step result computed beforehand (``stepped[k]``: a result or
+    the exception the step raised) is passed on for a step op. ``finish(k, kind, got)`` returns
+    1 (the episode ended), 0, or -1 (the env failed); the ids of the envs that did not fail
+    are appended to ``env_ids``. Returns how many of them ended. (``actions``, ``read``,
+    ``obs_list``, the buffers and ``infos`` are ``finish``'s to use; they are here so that both
+    loops take the same arguments.)
+    """
+    ended = 0
+    for k in range(len(envs)):
+        r = _nth(rows, k)
+        kind, got = NOT_CALLED, None
+        if stepped is not None and ops[r] != RESET:
+            got = stepped[k]
+            kind = RAISED if isinstance(got, BaseException) else RETURNED
+        done = finish(k, kind, got)
+        got = None  # do not keep an env's result (or exception) alive
+        if done >= 0:
+            ended += done
+            env_ids.append(_nth(ids, k))
+    return ended
 
 
 def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
@@ -103,23 +135,6 @@ def build_env(factory: EnvFactory, env_id: int) -> gym.Env:
             )
         return agents
     return env
-
-
-def reset_env(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> Any:
-    """``env.reset``, given ``seed=`` only when there is a seed and ``options=`` only when
-    there are options (a non-empty dict), as SB3's ``DummyVecEnv`` calls it: an env whose
-    ``reset`` takes neither (older or hand-written envs) works until it is given one.
-
-    Examples:
-        >>> class Bare(gym.Env):
-        ...     def reset(self):
-        ...         return 0, {}
-        >>> reset_env(Bare(), None, {})
-        (0, {})
-    """
-    if seed is None:
-        return env.reset(options=options) if options else env.reset()
-    return env.reset(seed=seed, options=options) if options else env.reset(seed=seed)
 
 
 def build_envs(factories: Sequence[EnvFactory], first_id: int) -> list[gym.Env]:
@@ -192,15 +207,15 @@ class EnvRunner:
         self.first_id = first_id
         self.buffers: Buffers | None = None
         self._stack_obs = False
-        self._index_of: list[int] | None = None
-        self._row0 = 0  # env id minus buffer row: first_id when bound to slice-local buffers
-        self._rows: list[int] = []  # the buffer rows of the ids in _index_of
-        self._index: slice | list[int] = []
-        self._index_envs: list[gym.Env] = []  # the envs of the ids in _index_of, in order
         self._obs_shape: tuple[int, ...] | None = None
-        self._write_rows: Callable[..., int] | None = None
-        self._whole_in_c = False  # set by bind
-        self._call: tuple[dict[str, Any] | None, Completion, list[Any]] | None = None  # _run_rows's
+        self._row0 = 0  # env id minus buffer row: first_id when bound to slice-local buffers
+        # The call plan of the last id list run (see _plan), kept for the next call with it.
+        self._planned: list[int] | None = None
+        self._plan: tuple[list[gym.Env], int | list[int], int | list[int], slice | list[int]] = ([], 0, 0, [])
+        self._loop: Callable[..., int] = step_rows_py  # set by bind
+        self._obs_rows: Callable[..., bool] | None = None  # write_obs_rows, where it applies
+        # What _finish_row needs during a loop: options, out, obs_list, envs, rows, ids.
+        self._call: tuple[Any, ...] | None = None
         # Envs whose class can step several instances in one call (``Cls.step_many(envs,
         # actions)``, e.g. envhive's MuJoCo envs: one GIL release for the physics of a whole
         # slice instead of one per env) are stepped that way when the slice has more than one.
@@ -210,6 +225,8 @@ class EnvRunner:
         self._step_many: Callable[..., list[Any]] | None = many if same and len(self.envs) > 1 else None
         #: The loop :meth:`run` calls: :meth:`_run`, or the multi-agent one (set by ``bind``).
         self._run_ops: Callable[[Sequence[int], dict[str, Any] | None, Completion], None] = self._run
+        self._agents = False  # the buffers have an agent axis: _run_ops is the multi-agent loop
+        self._whole: tuple[int, slice] = (0, slice(0, 0))  # the whole slice's first row, index
 
     def bind(self, buffers: Buffers, local: bool = False) -> None:
         """Attach the (possibly shared-memory) buffers the runner writes into.
@@ -227,42 +244,39 @@ class EnvRunner:
             )
         self.buffers = buffers
         self._row0 = self.first_id if local else 0
-        self._index_of = None
+        self._planned = None
+        row = self.first_id - self._row0
+        self._whole = (row, slice(row, row + len(self.envs)))
         # Small array observations are written as one stacked batch; larger ones (images)
         # row by row, where stacking would add a copy of every observation.
         codec = buffers.obs_codec
         self._obs_shape = codec.shape if isinstance(codec, ArrayCodec) else None
         self._stack_obs = self._obs_shape is not None and buffers.obs[:1].nbytes <= _STACK_OBS_BYTES
-        self._write_rows = _write_rows if self._obs_shape is not None else None
-        # Whole-slice calls run in C (_run_rows) when every row is one plain array row.
-        self._whole_in_c = (
-            _step_rows is not None and _write_obs_rows is not None and self._obs_shape is not None
-            and self._step_many is None
-            and not buffers.spec.agents and buffers.reward.ndim == 1
-            and all(type(a) is np.ndarray for a in (buffers.obs, buffers.reward, buffers.ops))
-        )
+        self._obs_rows = _write_obs_rows if self._obs_shape is not None else None
+        # The C loop writes rewards and flags itself: one float64 reward and bool flags per row.
+        in_c = _step_rows is not None and buffers.reward.ndim == 1 and all(
+            type(a) is np.ndarray for a in (buffers.ops, buffers.reward, buffers.terminated, buffers.truncated))
+        self._loop = _step_rows if in_c and _step_rows is not None else step_rows_py
         # Multi-agent envs (an agent axis in the buffers) take their own loop, chosen here
         # once: the single-agent loop pays nothing for them.
         self._run_ops = self._run
-        if buffers.spec.agents:
-            from envhive._agent_runner import AgentOps
-
+        self._agents = bool(buffers.spec.agents)
+        if self._agents:
             self._run_ops = AgentOps(self).run
 
     def run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """Perform each env's op (read from ``buffers.ops``) and record the results in ``out``.
 
-        The loop only calls the envs and gathers their results in lists; its common case (a
-        step returning a plain 5-tuple, no episode end to reset) runs in C when envhive was
-        built with its compiled loop (:func:`compiled_runner`), and every other case in
-        Python, so an op means the same either way. Observations, rewards and flags are then
-        written with one compiled call for a contiguous slice (or one numpy call each): per-slot
-        numpy writes cost about as much as a simple env's whole step. If the batched write cannot be made exactly (an
-        observation of the wrong shape or dtype), each env's observation is written on its
-        own, and the ones that do not fit become that env's error.
+        Each env's op is ``envhive._perform.perform``; the loop's common case (a step returning
+        a plain 5-tuple, no episode end to reset) runs in C when envhive was built with its
+        compiled loop (:func:`compiled_runner`), which writes that env's reward and flags at
+        once. The observations are written after every env of the call stepped, with one
+        compiled call for a contiguous run of plain arrays, else with numpy (stacked when they
+        stack into exactly the buffer's rows and dtype, else env by env, where one that does
+        not fit becomes that env's error). ``out.ended`` counts the envs whose episode ended.
 
         A list passed as ``env_ids`` must not be changed afterwards: the runner keeps the
-        index it made from the last list it was given, to reuse when given it again.
+        plan it made from the last list it was given, to reuse when given it again.
 
         Nothing an env returns makes this raise: should a returned value defeat the checks
         (it raises where envhive reads it), every env of the call not yet reported gets an
@@ -274,13 +288,14 @@ class EnvRunner:
             self._failed(env_ids, out, err)
 
     def run_whole(self, env_ids: list[int], options: dict[str, Any] | None, out: Completion) -> None:
-        """:meth:`run` of the whole slice: ``env_ids`` must be its ids in order, the same list
-        every call. Its common case (the C loop) skips the general loop's indexing."""
-        if not self._whole_in_c:
+        """:meth:`run` of the whole slice: ``env_ids`` must be its ids in order (the same
+        list every call), so the call needs no plan."""
+        if self._agents:
             self.run(env_ids, options, out)
             return
         try:
-            self._run_rows(options, out)
+            row, where = self._whole
+            self._perform_all(self.envs, row, self.first_id, where, options, out)
         except Exception as err:
             self._failed(env_ids, out, err)
 
@@ -296,164 +311,52 @@ class EnvRunner:
 
     def _run(self, env_ids: Sequence[int], options: dict[str, Any] | None, out: Completion) -> None:
         """:meth:`run` without its safety net."""
+        ids = env_ids if type(env_ids) is list else list(env_ids)
+        if ids is not self._planned:  # executors pass the same (unchanging) list each step
+            self._planned = ids
+            self._plan = self._plan_of(ids)
+        envs, rows, id_arg, where = self._plan
+        self._perform_all(envs, rows, id_arg, where, options, out)
+
+    def _plan_of(self, ids: list[int]) -> tuple[list[gym.Env], int | list[int], int | list[int], slice | list[int]]:
+        """``(envs, rows, ids, index)`` of a call on ``ids``: a contiguous run is an int (its
+        first row, its first id), any other list the list; ``index`` indexes its rows."""
+        row0, first = self._row0, self.first_id
+        rows = ids if not row0 else [i - row0 for i in ids]
+        index = as_index(rows)
+        whole = index == slice(first - row0, first - row0 + len(self.envs))
+        envs = self.envs if whole else [self.envs[i - first] for i in ids]
+        if type(index) is slice:
+            return envs, index.start, ids[0], index
+        return envs, rows, ids, index
+
+    def _perform_all(
+        self, envs: list[gym.Env], rows: int | list[int], ids: int | list[int],
+        where: slice | list[int], options: dict[str, Any] | None, out: Completion,
+    ) -> None:
+        """The ops of ``envs`` (rows and ids as :func:`step_rows_py` takes them; ``where``
+        indexes the rows): the loop, then the observations."""
         b = self.buffers
         assert b is not None, "bind() must come before run()"  # internal invariant
-        ids = env_ids if type(env_ids) is list else list(env_ids)
-        row0 = self._row0
-        if ids is not self._index_of:  # executors pass the same (unchanging) list each step
-            self._index_of = ids
-            self._rows = ids if not row0 else [i - row0 for i in ids]
-            self._index = as_index(self._rows)
-            first = self.first_id
-            whole = self._index == slice(first - row0, first - row0 + len(self.envs))
-            self._index_envs = self.envs if whole else [self.envs[i - first] for i in ids]
-        index, envs, rows = self._index, self._index_envs, self._rows
-        if envs is self.envs and self._whole_in_c:
-            self._run_rows(options, out)
-            return
-        out.ended = None  # not counted here: the pool reads the flags
-        ops = b.ops[index].tolist()
-        read, actions = b.act_codec.read, b.actions
-        act_array = type(b.act_codec) is ArrayCodec  # index the buffer directly, no codec call
-        obs_list: list[Any] = []
-        rewards: list[Any] = []
-        terms: list[Any] = []
-        truncs: list[Any] = []
-        got: Any
-        infos, errors = out.infos, out.errors
-        # The C loop keys infos by the index it reads actions with (the buffer row): with
-        # slice-local buffers it fills a scratch dict, re-keyed by env id below.
-        row_infos = infos if not row0 else {}
-        stepped: dict[int, Any] | None = None
-        if self._step_many is not None:
-            step_rows = [r for r, op in zip(rows, ops) if op != _RESET]
-            if len(step_rows) > 1:
-                acts = [actions[r] if act_array else read(actions, r) for r in step_rows]
-                # One entry per env: its step() result, or the exception its step() raised.
-                results = self._step_many([env for env, op in zip(envs, ops) if op != _RESET], acts)
-                stepped = dict(zip(step_rows, results))
-        fast = _step_slice if stepped is None else None
-        kind, got = _NOT_CALLED, None
-        n, k = len(ids), 0
-        while k < n:
-            if fast is not None:
-                # The common case runs in C; it stops at the first env it does not finish and
-                # says what it did with it (see _runloop.c). Python finishes that env below.
-                k, kind, got = fast(envs, ops, rows, actions, None if act_array else read, k,
-                                    obs_list, rewards, terms, truncs, row_infos)
-                if k == n:
-                    break
-            i, r, op, env = ids[k], rows[k], ops[k], envs[k]
-            k += 1
-            if stepped is not None and op != _RESET:
-                got = stepped[r]
-                kind = _RAISED if isinstance(got, BaseException) else _RETURNED
-            done = self._one(i, r, op, env, kind, got, options, out)
-            got = None  # do not keep an env's result (or exception) alive
-            if done is not None:
-                obs_list.append(done[0])
-                rewards.append(done[1])
-                terms.append(done[2])
-                truncs.append(done[3])
-        if row_infos is not infos:
-            for r, info in row_infos.items():
-                infos[r + row0] = info
-        # The envs whose results were gathered, in order: all but the ones that raised.
-        done_ids, done_rows = ids, rows
-        if errors:
-            kept = [k for k, i in enumerate(ids) if i not in errors]
-            done_ids, done_rows = [ids[k] for k in kept], [rows[k] for k in kept]
-        if not done_ids:
-            pass
-        elif len(done_ids) == len(ids) and self._write_rows is not None and type(index) is slice:
-            # All envs of a contiguous slice: one C call copies the rows when nothing needs
-            # converting (stage 2); numpy does whatever it did not.
-            stages = self._write_rows(index.start, b.obs, obs_list, b.reward, rewards,
-                                      b.terminated, terms, b.truncated, truncs, np.ndarray)
-            if stages < 2:
-                self._write_batch(index, done_ids, done_rows, obs_list, rewards, terms, truncs,
-                                  out, stages == 0)
-        else:
-            where = index if len(done_ids) == len(ids) else as_index(done_rows)
-            self._write_batch(where, done_ids, done_rows, obs_list, rewards, terms, truncs, out, True)
-        if errors:
-            done_ids = [i for i in done_ids if i not in errors]
-        out.env_ids.extend(done_ids)
-
-    def _one(
-        self, i: int, r: int, op: int, env: gym.Env, kind: int, got: Any,
-        options: dict[str, Any] | None, out: Completion,
-    ) -> tuple[Any, Any, Any, Any] | None:
-        """Env ``i``'s op (buffer row ``r``) in Python: the definition the C loops follow.
-
-        ``kind`` and ``got`` say what a C loop already did for it (as ``step_slice`` reports:
-        ``env.step`` not called, returned ``got``, or raised ``got``). Returns ``(obs,
-        reward, terminated, truncated)`` to write, or ``None`` when the op failed: the env's
-        error is then in ``out.errors``. A non-empty info goes to ``out.infos`` (and, for a
-        STEP_RESET that ended the episode, the step's info to ``out.final_infos``).
-        """
-        b = self.buffers
-        assert b is not None
-        try:
-            if op == _RESET:
-                obs, info = reset_pair(reset_env(env, b.seed_of(r), options), i)
-                reward, term, trunc = RESET_REWARD, False, False
-            else:
-                if kind == _NOT_CALLED:
-                    codec = b.act_codec
-                    act = b.actions[r] if type(codec) is ArrayCodec else codec.read(b.actions, r)
-                    result = env.step(act)
-                elif kind == _RAISED:
-                    raise got
-                else:
-                    result = got
-                obs, reward, term, trunc, info = step_tuple(result, "step", i)
-                if type(term) is not bool or type(trunc) is not bool:
-                    term, trunc = self._flags(term, trunc, i)  # so that resets_in_op can read them
-                if type(info) is not dict:
-                    check_info(info, "step", i)
-                if op == _STEP_RESET and resets_in_op(op, term, trunc):
-                    self._write(b.final_obs, r, obs, "step", i)
-                    out.final_infos[i] = info
-                    obs, info = reset_pair(env.reset(), i)
-        except EnvWorkerError as err:
-            out.errors[i] = err
-            return None
-        except Exception as err:  # an env's bug must not take the pool down
-            out.errors[i] = env_error("reset" if op == _RESET else "step", err, i)
-            return None
-        finally:
-            got = None  # do not keep an env's result (or exception) alive
-        if info:
-            out.infos[i] = info
-        return obs, reward, term, trunc
-
-    def _run_rows(self, options: dict[str, Any] | None, out: Completion) -> None:
-        """``_run`` for the whole slice in order, in C (``step_rows``): each env's reward and
-        flags are written as soon as it has stepped, and envs the C loop does not finish
-        (resets, episode ends under STEP_RESET, values it does not take as they are) go
-        through :meth:`_one` one at a time (:meth:`_finish_row`). The observations are written
-        after the loop, as ``_run`` writes them. Counts the envs that ended."""
-        b = self.buffers
-        assert b is not None and _step_rows is not None and _write_obs_rows is not None
         first, start = not (out.env_ids or out.errors), len(out.env_ids)
-        codec, row0 = b.act_codec, self.first_id - self._row0
+        codec = b.act_codec
+        read = None if type(codec) is ArrayCodec else codec.read
         obs_list: list[Any] = []  # one entry per env (None: it has no observation)
-        self._call = (options, out, obs_list)
+        stepped = self._stepped(envs, rows, read) if self._step_many is not None else None
+        self._call = (options, out, obs_list, envs, rows, ids)
         try:
-            ended = _step_rows(
-                self.envs, b.ops, b.actions, None if type(codec) is ArrayCodec else codec.read,
-                row0, self.first_id, obs_list, b.reward, b.terminated, b.truncated, out.infos,
-                out.env_ids, self._finish_row,
-            )
+            ended = self._loop(envs, b.ops, b.actions, read, rows, ids, stepped, obs_list, b.reward,
+                               b.terminated, b.truncated, out.infos, out.env_ids, self._finish_row)
         finally:
             self._call = None
-        if not _write_obs_rows(row0, b.obs, obs_list, np.ndarray):
+        obs_rows = self._obs_rows
+        if obs_rows is None or type(where) is not slice or not obs_rows(where.start, b.obs, obs_list, np.ndarray):
             # Not all plain arrays of the row's shape and dtype: checked (and blamed) by numpy.
             ks = [k for k, obs in enumerate(obs_list) if obs is not None]
-            ids, rows = [self.first_id + k for k in ks], [row0 + k for k in ks]
-            if ids:
-                self._write_obs(as_index(rows), ids, rows, [obs_list[k] for k in ks], out)
+            if ks:
+                done_rows = [_nth(rows, k) for k in ks]
+                done_ids = [_nth(ids, k) for k in ks]
+                self._write_obs(as_index(done_rows), done_ids, done_rows, [obs_list[k] for k in ks], out)
         if out.errors:
             mine = out.env_ids[start:]
             kept = [i for i in mine if i not in out.errors]
@@ -468,58 +371,48 @@ class EnvRunner:
         elif out.ended is not None:
             out.ended += ended
 
+    def _stepped(self, envs: list[gym.Env], rows: int | list[int], read: Any) -> list[Any] | None:
+        """The step results of the call's stepping envs, from one ``step_many`` call (one
+        entry per env: its result, or the exception its step raised; ``None`` for a RESET),
+        when more than one env steps; else ``None`` (the loop steps them)."""
+        b = self.buffers
+        assert b is not None and self._step_many is not None
+        ops, actions = b.ops, b.actions
+        ks = [k for k in range(len(envs)) if ops[_nth(rows, k)] != RESET]
+        if len(ks) < 2:
+            return None
+        rs = [_nth(rows, k) for k in ks]
+        acts = [actions[r] if read is None else read(actions, r) for r in rs]
+        stepped: list[Any] = [None] * len(envs)
+        for k, result in zip(ks, self._step_many([envs[k] for k in ks], acts)):
+            stepped[k] = result
+        return stepped
+
     def _finish_row(self, k: int, kind: int, got: Any) -> int:
-        """``step_rows``'s callback for env ``k`` of the slice: its op through :meth:`_one`,
-        its reward and flags written as ``_write_batch`` writes one env's, its observation
-        appended for ``_run_rows`` to write. Returns 1 if its episode ended, 0 if not, -1 if it
-        failed (its error recorded)."""
+        """The loop's callback for env ``k`` of the call: its op through ``perform``, its
+        reward and flags written, its observation appended for :meth:`_perform_all` to write.
+        Returns 1 if its episode ended, 0 if not, -1 if it failed (its error recorded)."""
         b = self.buffers
         assert b is not None and self._call is not None
-        options, out, obs_list = self._call
-        r, i = self.first_id - self._row0 + k, self.first_id + k
-        done = self._one(i, r, int(b.ops[r]), self.envs[k], kind, got, options, out)
+        options, out, obs_list, envs, rows, ids = self._call
+        r, i = _nth(rows, k), _nth(ids, k)
+        done = perform(envs[k], i, r, int(b.ops[r]), b, options, out, kind, got)
         got = None
         if done is None:
             obs_list.append(None)
             return -1
         obs, reward, term, trunc = done
-        obs_list.append(obs)  # written even if its reward or flags fail, as _run writes it
-        self._write_batch(slice(r, r + 1), [i], [r], [obs], [reward], [term], [trunc], out, False)
+        obs_list.append(obs)  # written even if its reward fails, as numpy would write it
+        if type(reward) is float and b.reward.ndim == 1:
+            b.reward[r] = reward
+        else:
+            batch = batch_fits([reward], b.reward)
+            b.reward[r:r + 1] = batch if batch is not None else self._checked("reward", b.reward, [i], [reward], out)
+        b.terminated[r] = term  # bools: perform checked them
+        b.truncated[r] = trunc
         if i in out.errors:
             return -1
-        return 1 if b.terminated[r] or b.truncated[r] else 0
-
-    def _write_batch(
-        self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], rewards: list[Any],
-        terms: list[Any], truncs: list[Any], out: Completion, with_obs: bool,
-    ) -> None:
-        """Write the gathered results of ``ids`` (buffer ``rows``, indexed as ``where``) with numpy.
-
-        A value that does not fit (a flag that is an array, a reward that is ``None``, an
-        observation of the wrong shape) becomes its env's error; the others are written.
-        """
-        b = self.buffers
-        assert b is not None
-        if len(ids) == 1:
-            # One env (the latency case): scalar writes skip the list-to-array conversion.
-            r, obs = rows[0], obs_list[0]
-            where = slice(r, r + 1)
-            if not with_obs:
-                pass
-            elif type(obs) is np.ndarray and obs.shape == self._obs_shape and obs.dtype == b.obs.dtype:
-                b.obs[r] = obs
-            else:
-                self._write_obs(r, ids, rows, obs_list, out)
-            reward, term, trunc = rewards[0], terms[0], truncs[0]
-            if type(term) is bool and type(trunc) is bool and type(reward) is float and b.reward.ndim == 1:
-                b.reward[r], b.terminated[r], b.truncated[r] = reward, term, trunc
-                return
-        elif with_obs:
-            self._write_obs(where, ids, rows, obs_list, out)
-        for field, buf, values in (("reward", b.reward, rewards), ("terminated", b.terminated, terms),
-                                   ("truncated", b.truncated, truncs)):
-            batch = batch_fits(values, buf)
-            buf[where] = batch if batch is not None else self._checked(field, buf, ids, values, out)
+        return 1 if term or trunc else 0
 
     def _checked(
         self, field: str, buf: np.ndarray, ids: list[int], values: list[Any], out: Completion
@@ -538,16 +431,6 @@ class EnvRunner:
                 out.errors.setdefault(i, result_error("step", field, value, expected, i))
             good.append(fixed)
         return good
-
-    def _flags(self, term: Any, trunc: Any, env_id: int) -> tuple[bool, bool]:
-        """A step's flags as bools (off the fast path); a flag that is not one is the env's error."""
-        flags = []
-        for field, value in (("terminated", term), ("truncated", trunc)):
-            flag = flag_value(value)
-            if flag is None:
-                raise result_error("step", field, value, "a bool (True/False, numpy.bool_, or 0/1)", env_id)
-            flags.append(flag)
-        return flags[0], flags[1]
 
     def _write_obs(
         self, where: Any, ids: list[int], rows: list[int], obs_list: list[Any], out: Completion
@@ -568,22 +451,9 @@ class EnvRunner:
                 return
         for i, r, obs in zip(ids, rows, obs_list):
             try:
-                self._write(buf, r, obs, "reset" if b.ops[r] == _RESET else "step", i)
+                write_obs(b, buf, r, obs, "reset" if b.ops[r] == RESET else "step", i)
             except EnvWorkerError as err:
                 out.errors.setdefault(i, err)
-
-    def _write(self, buf: Tree, row: int, obs: Any, where: str, env_id: int) -> None:
-        b = self.buffers
-        assert b is not None
-        try:
-            b.obs_codec.write(buf, row, obs)
-        except Exception as err:  # whatever the env returned, it is that env's error
-            raise EnvWorkerError(
-                f"{where}() returned an observation that does not fit the observation space "
-                f"{b.obs_codec.space}: {err}",
-                env_id=env_id,
-                cause_type="ObservationError",
-            ) from None
 
     def _envs_of(self, env_ids: Sequence[int] | None) -> list[gym.Env]:
         """The envs of pool-wide ``env_ids`` (all of this slice's for ``None``)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ try:  # the compiled check of in_bounds (an optional extension built at install)
 except ImportError:  # pragma: no cover - built without a compiler
     _within = None
 
-__all__ = ["Codec", "ArrayCodec", "ObjectCodec", "codec_for", "tree_map", "tree_leaves"]
+__all__ = ["BadBatch", "Codec", "ArrayCodec", "ObjectCodec", "codec_for", "tree_map", "tree_leaves"]
 
 Tree = Any  # np.ndarray | dict[str, Tree] | tuple[Tree, ...]
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
@@ -71,6 +72,31 @@ def tree_leaves(tree: Tree) -> list[np.ndarray]:
     return [tree]
 
 
+@dataclass(frozen=True)
+class BadBatch:
+    """Why a batch does not fit its space: the batch position of the first bad value
+    (``index``; ``None`` when the batch as a whole is wrong: its type, length, shape or dtype)
+    and the reason, for a person (``str()`` of it).
+
+    Examples:
+        >>> bad = codec_for(spaces.Discrete(3)).validate(np.array([0, 5, 1]), 3)[1]
+        >>> bad.index, str(bad)
+        (1, 'value 5 at [1] is outside Discrete(3)')
+        >>> codec_for(spaces.Discrete(3)).validate(np.zeros(2, np.int64), 3)[1].index is None
+        True
+    """
+
+    index: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def inside(self, where: str) -> BadBatch:
+        """The same, found in a part of a larger batch (``where``: ``"['key']"``, ``"[0]"``)."""
+        return BadBatch(self.index, f"{where}: {self.reason}")
+
+
 class Codec:
     """Maps one space onto batch arrays. Subclasses implement each operation for their kind."""
 
@@ -92,11 +118,9 @@ class Codec:
         """Slot ``i`` as an independent single-env value (copies: safe to keep)."""
         raise NotImplementedError
 
-    def validate(self, batch: Any, n: int) -> tuple[Tree, str | None]:
-        """Check a batch of ``n`` values; return (normalized tree, error or None).
-
-        The error is a message naming the batch position (``[k]``) of the first bad value.
-        """
+    def validate(self, batch: Any, n: int) -> tuple[Tree, BadBatch | None]:
+        """Check a batch of ``n`` values; return (normalized tree, ``None`` or why it does
+        not fit: a :class:`BadBatch` with the batch position of the first bad value)."""
         raise NotImplementedError
 
     def has_objects(self) -> bool:
@@ -194,21 +218,23 @@ class ArrayCodec(Codec):
             return np.isnan(arr)
         return None
 
-    def validate(self, batch: Any, n: int) -> tuple[np.ndarray, str | None]:
+    def validate(self, batch: Any, n: int) -> tuple[np.ndarray, BadBatch | None]:
         if type(batch) is np.ndarray:
             arr = batch
         else:
             try:
                 arr = np.asarray(batch)
             except (ValueError, TypeError) as err:  # ragged lists, objects numpy cannot take
-                return np.empty(0), (
+                return np.empty(0), BadBatch(None, (
                     f"expected a batch of {n} from {self.space} (an array of shape "
                     f"{(n, *self.shape)}), got a {type(batch).__name__} numpy cannot make into "
                     f"one array: {err}"
-                )
+                ))
         want = (n, *self.shape)
         if arr.shape != want:
-            return arr, f"expected shape {want} for a batch of {n} from {self.space}, got {arr.shape}"
+            return arr, BadBatch(
+                None, f"expected shape {want} for a batch of {n} from {self.space}, got {arr.shape}"
+            )
         kind = arr.dtype.kind
         if self.boolean:
             ok = kind == "b"
@@ -216,7 +242,7 @@ class ArrayCodec(Codec):
             ok = kind in "iu" if self.integer else kind in "iuf"
         if not ok:
             need = "bool" if self.boolean else "integer" if self.integer else "integer or floating"
-            return arr, f"expected {need} dtype for {self.space}, got dtype {arr.dtype}"
+            return arr, BadBatch(None, f"expected {need} dtype for {self.space}, got dtype {arr.dtype}")
         if self._scalar_bounds and self.in_bounds(arr):
             return arr, None
         bad = self._out_of_bounds(arr)
@@ -224,7 +250,7 @@ class ArrayCodec(Codec):
             return arr, None
         if np.count_nonzero(bad):
             k = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])
-            return arr, f"value {arr[k].tolist()!r} at [{k}] is outside {self.space}"
+            return arr, BadBatch(k, f"value {arr[k].tolist()!r} at [{k}] is outside {self.space}")
         return arr, None
 
 
@@ -250,20 +276,22 @@ class ObjectCodec(Codec):
     def has_objects(self) -> bool:
         return True
 
-    def validate(self, batch: Any, n: int) -> tuple[Any, str | None]:
+    def validate(self, batch: Any, n: int) -> tuple[Any, BadBatch | None]:
         if isinstance(batch, (str, bytes)) or not isinstance(batch, (Sequence, np.ndarray)):
-            return batch, f"expected a sequence of {n} values of {self.space}, got {type(batch).__name__}"
+            return batch, BadBatch(
+                None, f"expected a sequence of {n} values of {self.space}, got {type(batch).__name__}"
+            )
         if len(batch) != n:
-            return batch, f"expected {n} values of {self.space}, got {len(batch)}"
+            return batch, BadBatch(None, f"expected {n} values of {self.space}, got {len(batch)}")
         out = np.full(n, None, dtype=object)
         for k, value in enumerate(batch):
             try:
                 inside = self.space.contains(value)
             except Exception as err:  # a user-defined space's contains() may raise instead
-                return batch, (f"value {value!r} at [{k}] is not in {self.space} (its contains() "
-                               f"raised {type(err).__name__}: {err})")
+                return batch, BadBatch(k, f"value {value!r} at [{k}] is not in {self.space} (its "
+                                          f"contains() raised {type(err).__name__}: {err})")
             if not inside:
-                return batch, f"value {value!r} at [{k}] is not in {self.space}"
+                return batch, BadBatch(k, f"value {value!r} at [{k}] is not in {self.space}")
             out[k] = value
         return out, None
 
@@ -297,15 +325,15 @@ class DictCodec(Codec):
     def has_objects(self) -> bool:
         return any(c.has_objects() for c in self.children.values())
 
-    def validate(self, batch: Any, n: int) -> tuple[Tree, str | None]:
+    def validate(self, batch: Any, n: int) -> tuple[Tree, BadBatch | None]:
         if not isinstance(batch, Mapping) or set(batch.keys()) != set(self.children):
             got = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
-            return batch, f"expected a dict with keys {sorted(self.children)}, got {got}"
+            return batch, BadBatch(None, f"expected a dict with keys {sorted(self.children)}, got {got}")
         out = {}
         for k, c in self.children.items():
-            out[k], err = c.validate(batch[k], n)
-            if err:
-                return batch, f"[{k!r}]: {err}"
+            out[k], bad = c.validate(batch[k], n)
+            if bad is not None:
+                return batch, bad.inside(f"[{k!r}]")
         return out, None
 
 
@@ -338,15 +366,15 @@ class TupleCodec(Codec):
     def has_objects(self) -> bool:
         return any(c.has_objects() for c in self.children)
 
-    def validate(self, batch: Any, n: int) -> tuple[Tree, str | None]:
+    def validate(self, batch: Any, n: int) -> tuple[Tree, BadBatch | None]:
         if not isinstance(batch, (tuple, list)) or len(batch) != len(self.children):
             got = f"length {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
-            return batch, f"expected a tuple of {len(self.children)} batches, got {got}"
+            return batch, BadBatch(None, f"expected a tuple of {len(self.children)} batches, got {got}")
         out = []
         for j, c in enumerate(self.children):
-            sub, err = c.validate(batch[j], n)
-            if err:
-                return batch, f"[{j}]: {err}"
+            sub, bad = c.validate(batch[j], n)
+            if bad is not None:
+                return batch, bad.inside(f"[{j}]")
             out.append(sub)
         return tuple(out), None
 

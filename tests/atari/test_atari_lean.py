@@ -1,5 +1,5 @@
-"""The lean async path (``Executor.take_finished`` in ``Pool.recv``, ``Pool._send_ids`` in
-``Pool.send``) against the general one, on both native Atari engines.
+"""The lean async paths (``Executor.take_finished`` in ``Pool.recv``, ``FastPaths.send_ids`` in
+``Pool.send``; see ``envhive._paths``) against the general one, on the native Atari engine.
 
 Which envs a ``recv`` returns depends on which finished first, so each run here waits, before
 every ``recv``, until the workers have finished everything sent: the engine then takes every
@@ -9,6 +9,8 @@ same books. The general run is the same pool with the lean routes switched off.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -27,24 +29,17 @@ ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}  # episodes end within a few dozen steps
 
 
-def _make(mode: str, n: int, batch_size: int, engine: str):
-    # Both with two runners: the threaded engine then has one C++ thread (and the caller, which
-    # finds every env finished here and runs none), so envs finish in the order queued.
+def _make(mode: str, n: int, batch_size: int):
+    # Two runners: one C++ thread and the caller, which finds every env finished here and runs
+    # none, so envs finish in the order queued.
     return envhive.make(ID, num_envs=n, executor=NativeExecutor(2), autoreset=mode, env_kwargs=KW,
                         max_episode_steps=12, batch_size=batch_size, seed=3)
 
 
-def _settle(env, kind: str) -> None:
-    """Wait (boundedly) until the workers finished every env sent (their rings' heads reach
-    the tails; the threads ran every job queued)."""
-    engine = env._pool.executor._engine
-    if kind == "threads":
-        def idle() -> bool:
-            return bool(engine._games.idle())
-    else:
-        def idle() -> bool:
-            return bool(engine._a.q_head.tolist() == engine._tails)
-    assert wait_until(idle, poll=1e-3), "the workers did not finish"
+def _settle(env) -> None:
+    """Wait (boundedly) until the threads ran every job queued."""
+    games = env._pool.executor._engine._games
+    assert wait_until(lambda: bool(games.idle()), poll=1e-3), "the threads did not finish"
 
 
 def _row(batch, info, k: int) -> tuple:
@@ -62,18 +57,18 @@ def _row(batch, info, k: int) -> tuple:
             bool(term[k]), bool(trunc[k]), infos, final)
 
 
-def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, engine: str, calls: int = 40):
+def _run(mode: str, n: int, batch_size: int, lean: bool, script_seed: int, calls: int = 40):
     with pytest.MonkeyPatch.context() as m:
-        return _patched_run(m, mode, n, batch_size, lean, script_seed, engine, calls)
+        return _patched_run(m, mode, n, batch_size, lean, script_seed, calls)
 
 
 def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean: bool,
-                 script_seed: int, engine: str, calls: int):
-    env = _make(mode, n, batch_size, engine)
+                 script_seed: int, calls: int):
+    env = _make(mode, n, batch_size)
     pool = env._pool
     taken = []
     if lean:
-        take = pool._take_finished
+        take = pool._paths.take_finished
         assert take is not None  # the native Atari engine offers it
 
         def counted(k):
@@ -81,15 +76,14 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
             taken.append(got is not None)
             return got
 
-        m.setattr(pool, "_take_finished", counted)
-    else:  # the lean routes off (each name must exist: else the runs would both be lean)
-        m.setattr(pool, "_take_finished", None)
-        m.setattr(pool, "_lean_send", False)
+        m.setattr(pool, "_paths", dataclasses.replace(pool._paths, take_finished=counted))
+    else:
+        m.setattr(pool, "_paths", pool._paths.without("lean_recv", "lean_send"))
     rng = np.random.default_rng(script_seed)
     out = []
     env.async_reset(seed=list(range(10, 10 + n)))
     for _ in range(calls):
-        _settle(env, engine)
+        _settle(env)
         batch = env.recv()
         info = batch[4]
         ids = info["env_id"]
@@ -109,7 +103,7 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
         env.send(acts.tolist() if rng.random() < 0.2 else acts, ids)
     books = pool._books
     state = (books.status.tolist(), books.in_flight, books.resets_in_flight, list(books.ready),
-             pool.env_steps, pool._ended.tolist(), pool._num_ended, pool._broken.tolist())
+             pool.env_steps, pool._life.ended.tolist(), pool._life.num_ended, pool._life.broken.tolist())
     env.close()
     return out, state, taken
 
@@ -118,9 +112,9 @@ def _patched_run(m: pytest.MonkeyPatch, mode: str, n: int, batch_size: int, lean
 # (4, 2): after the first recv, each takes exactly the envs in flight; (6, 3): half of the
 # recvs find 6 finished and leave 3 ready, which the next recv (general) hands out.
 @pytest.mark.parametrize(("n", "batch_size"), [(4, 2), (6, 3)])
-def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size, engine):
-    lean_out, lean_state, taken = _run(mode, n, batch_size, True, script_seed=n, engine=engine)
-    general_out, general_state, _ = _run(mode, n, batch_size, False, script_seed=n, engine=engine)
+def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size):
+    lean_out, lean_state, taken = _run(mode, n, batch_size, True, script_seed=n)
+    general_out, general_state, _ = _run(mode, n, batch_size, False, script_seed=n)
     assert lean_out == general_out
     assert lean_state == general_state
     assert sum(taken) >= 10  # the lean recv served many calls (the rest had envs ready)
@@ -128,7 +122,7 @@ def test_lean_recv_and_send_give_what_the_general_path_gives(mode, n, batch_size
     assert len(ended) >= 3  # episodes ended (resets and final infos were compared)
 
 
-def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
+def test_take_finished_leaves_an_env_error_to_the_general_collect():
     """An env that raised among the finished: nothing is handed over lean; ``collect`` hands
     over the finished envs and the error, as it does without the lean path."""
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=4)
@@ -136,7 +130,7 @@ def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
     engine = env._pool.executor._engine
     b = engine._ob
     b.ops[:] = STEP
-    b.actions[:] = [0, 99, 0, 0]  # past the pool's check: the worker's own raises for env 1
+    b.actions[:] = [0, 99, 0, 0]  # past the pool's check: the game's own check refuses env 1's
     engine.start(np.arange(4, dtype=np.int64), None)
     assert engine.take_finished(4) is None
     out = engine.collect(0)
@@ -144,7 +138,7 @@ def test_take_finished_leaves_an_env_error_to_the_general_collect(engine):
     env.close()
 
 
-def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on(engine):
+def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on():
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=2)
     env.reset(seed=0)
     pool = env._pool
@@ -163,7 +157,7 @@ def test_recv_raises_an_env_error_met_on_the_lean_path_and_the_pool_goes_on(engi
             env.recv()
     # The error came once every env it arrived with was booked: env 1 is broken, and a reset
     # brings the pool back.
-    assert pool._broken[1] and pool._books.status[1] == IDLE
+    assert pool._life.broken[1] and pool._books.status[1] == IDLE
     if pool.pending:
         pool.wait(timeout=30)  # the others' rows
     env.reset(seed=1)
@@ -175,7 +169,7 @@ def test_send_ids_accepts_only_what_the_general_path_accepts():
     env = envhive.make("envhive/Pong-v5", num_envs=4, seed=0, executor="native", batch_size=2)
     env.reset(seed=0)
     pool = env._pool
-    ok = pool._send_ids(np.zeros(2, np.int64), np.array([3, 1]))
+    ok = pool._paths.send_ids(np.zeros(2, np.int64), np.array([3, 1]), pool._books.status)
     assert ok is not None and ok.tolist() == [3, 1] and ok.dtype == np.int64
     for acts, ids in [
         (np.zeros(2, np.int64), np.array([1, 1])),  # an env twice
@@ -189,7 +183,7 @@ def test_send_ids_accepts_only_what_the_general_path_accepts():
         (np.zeros(2, np.int64), [0, 1]),  # not an array: the general path converts it
         (np.zeros(0, np.int64), np.zeros(0, np.int64)),
     ]:
-        assert pool._send_ids(acts, ids) is None, (acts, ids)
+        assert pool._paths.send_ids(acts, ids, pool._books.status) is None, (acts, ids)
     env.send(np.zeros(2, np.int64), np.array([0, 1]))
-    assert pool._send_ids(np.zeros(2, np.int64), np.array([1, 2])) is None  # env 1 is pending
+    assert pool._paths.send_ids(np.zeros(2, np.int64), np.array([1, 2]), pool._books.status) is None  # env 1 is pending
     env.close()

@@ -11,6 +11,7 @@ import pytest
 
 import envhive
 from envhive.envs.atari import AtariOptions, game_name, rom_ids
+from envhive.envs.atari._options import NO_SINGLE_PLAYER
 from envhive.errors import ConfigError, UnexpectedKeywordError
 
 ale_py = pytest.importorskip("ale_py")
@@ -19,13 +20,25 @@ pytest.importorskip("cv2")
 from envhive.envs.atari import AtariEnv  # noqa: E402
 
 
-def test_every_rom_is_an_id_and_listed():
+def test_every_rom_ale_runs_is_an_id_and_listed():
+    """Every ROM ale-py ships but the four ALE has no single-player version of (ale-py
+    registers no env for them either; ALE's loadROM ends the process on them)."""
     roms = ale_py.roms.get_all_rom_ids()
     ids = set(envhive.list_envs())
     assert len(roms) > 100
-    assert sorted(roms) == rom_ids()
-    assert {f"envhive/{game_name(r)}-v5" for r in roms} <= ids
+    assert set(NO_SINGLE_PLAYER) <= set(roms)
+    assert rom_ids() == sorted(set(roms) - set(NO_SINGLE_PLAYER))
+    assert {f"envhive/{game_name(r)}-v5" for r in rom_ids()} <= ids
+    assert not {f"envhive/{game_name(r)}-v5" for r in NO_SINGLE_PLAYER} & ids
     assert "envhive/MsPacman-v5" in ids and "envhive/Pong-v5" in ids
+
+
+@pytest.mark.parametrize("game", NO_SINGLE_PLAYER)
+def test_roms_with_no_single_player_game_are_refused_not_fatal(game):
+    with pytest.raises(ConfigError, match="no single-player"):
+        AtariEnv(game)
+    with pytest.raises(envhive.UnknownEnvError):
+        envhive.make(f"envhive/{game_name(game)}-v5")
 
 
 def test_importing_envhive_does_not_import_ale_py():
@@ -59,11 +72,25 @@ def test_ale_py_aliases():
         ({"repeat_action_probability": 2.0}, "repeat_action_probability"),
         ({"reset_order": "sideways"}, "reset_order"),
         ({"img_height": 8.5}, "img_height"),
+        ({"noop_max": 2**33}, r"noop_max: expected an int in 0\.\.2147483647, got 8589934592"),
+        ({"noop_max": -1}, "noop_max"),
+        ({"mode": 99}, r"mode: expected one of the ROM's modes \[0, 1\] \(or -1: its default\), got 99"),
+        ({"difficulty": 99}, r"difficulty: expected one of the ROM's difficulties \[0, 1, 2, 3\]"),
+        ({"mode": -2}, "mode"),
+        ({"envpool_crop": 1}, "envpool_crop"),
+        ({"ram_info": "yes"}, r"ram_info: expected a bool"),
     ],
 )
-def test_bad_options_are_config_errors_naming_them(kwargs, match):
+@pytest.mark.parametrize("executor", ["serial", "process", "native", "auto"])
+def test_bad_options_are_config_errors_naming_them(kwargs, match, executor):
+    """At make(), in the caller, on every executor: nothing is built."""
     with pytest.raises(ConfigError, match=match):
-        envhive.make("envhive/Pong-v5", num_envs=1, env_kwargs=kwargs)
+        envhive.make("envhive/Pong-v5", num_envs=2, env_kwargs=kwargs, executor=executor)
+
+
+def test_a_mode_the_rom_has_not_is_refused_by_the_env_itself_too():
+    with pytest.raises(ConfigError, match="modes"):
+        AtariEnv("pong", mode=7)
 
 
 def test_unknown_keyword_suggests_the_envpool_name():

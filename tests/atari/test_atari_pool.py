@@ -1,5 +1,6 @@
 """envhive/<Game>-v5 in a pool: the same seed gives the same frames on every executor, in every
-autoreset mode, in async use whatever the batch size, and after a seeded partial reset."""
+autoreset mode, in async use whatever the batch size, and after a seeded partial reset; the
+``ram`` info (``ram_info``) and the rendered screens are the same on every executor too."""
 
 from __future__ import annotations
 
@@ -12,29 +13,24 @@ pytest.importorskip("cv2")
 import envhive  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
-from tests.atari.engines import atari_engine  # noqa: E402
 
 # Breakout with episodic life and a short time limit: episodes end (both ways) within a few
 # dozen steps, so autoresets happen in a short test.
 ID = "envhive/Breakout-v5"
 KW = {"episodic_life": True, "noop_max": 5}
-# "native": the threaded engine (two threads here); "native-3": three threads (more than the
-# cores); "native-processes": the worker-process engine, and "native-inline" that engine with
-# one worker, which runs the games in the caller.
-EXECUTORS = ["serial", "thread", "process", "native", "native-3", "native-processes", "native-inline"]
+# "native": the threaded engine (two runners here); "native-3": three (more than the cores);
+# "native-1": the caller alone.
+EXECUTORS = ["serial", "thread", "process", "native", "native-3", "native-1"]
 
 
 def acts(t: int, n: int = 3) -> np.ndarray:
     return np.array([(t * 7 + 3 * i) % 4 for i in range(n)], dtype=np.int64)
 
 
-def make(executor: str, mode: str = "next_step", n: int = 3, **kw):
-    engine = "processes" if executor in ("native-processes", "native-inline") else None
-    ex = {"native-inline": NativeExecutor(num_threads=1), "native-3": NativeExecutor(num_threads=3),
-          "native-processes": "native"}.get(executor, executor)
-    with atari_engine(engine):
-        return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs=KW,
-                            max_episode_steps=40, **kw)
+def make(executor: str, mode: str = "next_step", n: int = 3, options: dict | None = None, **kw):
+    ex = {"native-1": NativeExecutor(num_threads=1), "native-3": NativeExecutor(num_threads=3)}.get(executor, executor)
+    return envhive.make(ID, num_envs=n, executor=ex, autoreset=mode, env_kwargs={**KW, **(options or {})},
+                        max_episode_steps=40, **kw)
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
@@ -58,6 +54,62 @@ def test_same_transcript_on_every_executor(mode):
     assert ended >= 3  # the run crossed episode ends (life losses and time limits)
     for other in runs[1:]:
         assert_same_transcript(runs[0], other)
+
+
+SHOW = {"ram_info": True, "render_mode": "rgb_array"}
+
+
+def screens(env) -> np.ndarray:
+    return np.stack(env.render())
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_ram_info_and_rendered_screens_are_the_same_on_every_executor(mode):
+    """The ``ram`` info of steps, resets and (same_step) final infos, and ``render()`` after
+    the run, equal serial's on every executor (the native engine reads ALE's RAM and screen
+    through ale-py's exported C++ API; the others call ale-py's Python binding)."""
+    runs = []
+    for executor in EXECUTORS:
+        env = make(executor, mode, options=SHOW)
+        try:
+            before = screens(env)  # before any reset: a loaded ROM's screen
+            rec = transcript(env, 60, acts, seed=3)
+            runs.append((rec, before, screens(env)))
+        finally:
+            env.close()
+    rec, before, after = runs[0]
+    assert rec[0][1]["ram"].shape == (3, 128) and rec[0][1]["ram"].dtype == np.uint8
+    assert before.shape == after.shape == (3, 210, 160, 3)
+    assert sum(int((r[2] | r[3]).sum()) for r in rec[1:]) >= 2  # episodes ended: resets compared
+    assert len({bytes(r[-1]["ram"]) for r in rec}) > 10  # the RAM changes as the game runs
+    for executor, (other, other_before, other_after) in zip(EXECUTORS[1:], runs[1:]):
+        assert_same_transcript(rec, other)
+        np.testing.assert_array_equal(other_after, after, err_msg=executor)
+        np.testing.assert_array_equal(other_before, before, err_msg=executor)
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_async_ram_per_env_is_serials_on_the_native_engine(mode):
+    """The async path (the engine's info table, rows taken per batch; same_step: the final
+    infos too) hands out each env's RAM as serial's."""
+    ref = per_env_async("serial", 4, rows=30, mode=mode, ram=True)
+    if mode == "same_step":  # life losses ended episodes: final infos' RAM compared
+        assert sum(row[-1] is not None for i in ref for row in ref[i][:30]) >= 2
+    for executor, batch in [("native", 2), ("native-1", 1)]:
+        got = per_env_async(executor, batch, rows=30, mode=mode, ram=True)
+        for i in range(4):
+            assert got[i][:30] == ref[i][:30], (executor, batch, i)
+
+
+@pytest.mark.parametrize("executor", ["serial", "native"])
+def test_without_ram_info_there_is_no_ram_and_without_render_mode_render_is_none(executor):
+    env = envhive.make(ID, num_envs=2, executor=executor, env_kwargs=KW)
+    try:
+        _, info = env.reset(seed=0)
+        assert "ram" not in info and "ram" not in env.step(acts(0, 2))[-1]
+        assert env.render() == (None, None)
+    finally:
+        env.close()
 
 
 def test_same_step_final_obs_is_the_terminal_frame_of_disabled_mode():
@@ -84,12 +136,13 @@ def test_same_step_final_obs_is_the_terminal_frame_of_disabled_mode():
     b.close()
 
 
-def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "next_step") -> dict[int, list]:
+def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "next_step",
+                  ram: bool = False) -> dict[int, list]:
     """Each env's own sequence of (obs sum, reward, flags, infos, terminal frame sum), with
     actions a function of the env and its own step count, received batch by batch until
     every env has at least ``rows`` rows (which envs finish first depends on the machine's
     load: a busy machine can hold one worker back for dozens of batches)."""
-    env = make(executor, mode, n=4, batch_size=batch_size, seed=5)
+    env = make(executor, mode, n=4, batch_size=batch_size, seed=5, options={"ram_info": ram})
     seqs: dict[int, list] = {i: [] for i in range(4)}
     env.async_reset()
     for _ in range(200 * rows):
@@ -102,6 +155,9 @@ def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "n
             final = (int(info["final_obs"][k].sum()),
                      *(float(info["final_info"][key][k]) for key in ("lives", "elapsed_step", "reward"))) \
                 if info.get("_final_obs", np.zeros(len(ids), bool))[k] else None
+            if ram:
+                infos += (bytes(info["ram"][k]),)
+                final = final and (*final, bytes(info["final_info"]["ram"][k]))
             seqs[i].append((int(obs[k].sum()), float(rew[k]), bool(term[k]), bool(trunc[k]), infos, final))
         env.send(np.array([(len(seqs[i]) * 5 + i) % 4 for i in ids.tolist()]), ids)
     env.close()
@@ -111,15 +167,15 @@ def per_env_async(executor: str, batch_size: int, rows: int = 10, mode: str = "n
 def test_async_sequences_per_env_do_not_depend_on_batch_size_or_executor():
     ref = per_env_async("serial", 4)
     for executor, batch in [("serial", 1), ("thread", 1), ("process", 2), ("native", 2), ("native", 1),
-                            ("native-3", 3), ("native-processes", 2), ("native-processes", 1)]:
+                            ("native-3", 3), ("native-1", 2), ("native-1", 1)]:
         got = per_env_async(executor, batch)
         for i in range(4):
             assert got[i][:10] == ref[i][:10], (executor, batch, i)
 
 
-@pytest.mark.parametrize("executor", ["native", "native-processes"])
+@pytest.mark.parametrize("executor", ["native", "native-1"])
 def test_async_same_step_keeps_terminal_frames_and_final_infos_on_the_native_engine(executor):
-    """The async path runs each env's whole op in its worker (the reset after an ended step
+    """The async path runs each env's whole op in a thread (the reset after an ended step
     included): the terminal frame, the final info and the reset's infos equal serial's."""
     ref = per_env_async("serial", 4, rows=45, mode="same_step")
     got = per_env_async(executor, 2, rows=45, mode="same_step")
@@ -131,7 +187,7 @@ def test_async_same_step_keeps_terminal_frames_and_final_infos_on_the_native_eng
     assert finals >= 2 and truncated >= 1  # life losses and the time limit, compared
 
 
-@pytest.mark.parametrize("executor", ["process", "native", "native-processes"])
+@pytest.mark.parametrize("executor", ["process", "native", "native-1"])
 def test_partial_reset_with_a_seed_reproduces_a_fresh_env(executor):
     env = make(executor, n=2, seed=0)
     env.reset()
@@ -151,7 +207,7 @@ def test_partial_reset_with_a_seed_reproduces_a_fresh_env(executor):
     fresh.close()
 
 
-@pytest.mark.parametrize("executor", ["process", "native", "native-processes"])
+@pytest.mark.parametrize("executor", ["process", "native", "native-1"])
 def test_first_env_is_seeded_like_the_others_and_recv_without_send_raises(executor):
     a = make(executor, n=2, seed=9)
     b = make("serial", n=2, seed=9)
@@ -163,7 +219,7 @@ def test_first_env_is_seeded_like_the_others_and_recv_without_send_raises(execut
 
 
 def test_default_executor_is_native_with_the_threaded_engine():
-    from envhive.executors._atari_threads import AtariThreadEngine
+    from envhive.envs.atari._engine import AtariThreadEngine
 
     one = envhive.make(ID, num_envs=1)
     two = envhive.make(ID, num_envs=2)
@@ -176,3 +232,22 @@ def test_default_executor_is_native_with_the_threaded_engine():
     assert one._pool.executor._engine._games.num_threads == 0
     one.close()
     two.close()
+
+
+@pytest.mark.parametrize("crop, rows", [(False, 220), (True, 210)])
+def test_a_tall_screen_renders_whole_or_cropped_as_envpool_the_same_on_every_executor(crop, rows):
+    """Pooyan's screen has 220 lines: rendered whole, or with ``envpool_crop`` its top 210
+    (EnvPool's render), on serial and the native engine alike."""
+    shown = []
+    for executor in ("serial", "native"):
+        env = envhive.make("envhive/Pooyan-v5", num_envs=2, executor=executor, seed=1,
+                           env_kwargs={"envpool_crop": crop, "render_mode": "rgb_array", "noop_max": 3})
+        try:
+            env.reset()
+            for t in range(5):
+                env.step(acts(t, 2) % 3)
+            shown.append(screens(env))
+        finally:
+            env.close()
+    assert shown[0].shape == (2, rows, 160, 3)
+    np.testing.assert_array_equal(shown[1], shown[0])

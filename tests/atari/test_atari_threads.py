@@ -1,14 +1,14 @@
-"""The threaded Atari engine (``executors/_atari_threads.py`` over ``envs/atari/_threads.cpp``):
-option for option the frames, rewards, flags and infos of ``AtariEnv`` on the serial executor;
-the no-op counts drawn ahead across restocks; its threads gone after ``close`` (or garbage
-collection); the fallback to worker processes when the C++ path cannot run or fails its check.
+"""The Atari engine (``envs/atari/_engine.py`` over ``_alethreads``: ``_ale_game.h`` on the
+threaded batch core): option for option the frames, rewards, flags and infos of ``AtariEnv`` on
+the serial executor; the no-op counts drawn ahead across restocks; its threads gone after
+``close`` (or garbage collection); a forked child; and where it cannot run, ``AtariEnv`` on the
+process executor with the reason (``executor="native"``: a ``ConfigError``).
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import time
 
 import numpy as np
 import pytest
@@ -17,13 +17,13 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 import envhive  # noqa: E402
+from envhive.envs.atari import _ale  # noqa: E402
+from envhive.envs.atari._engine import STOCK, AtariThreadEngine  # noqa: E402
+from envhive.envs.atari._factory import AtariFactory  # noqa: E402
 from envhive.errors import ConfigError  # noqa: E402
 from envhive.executors import NativeExecutor  # noqa: E402
-from envhive.executors._atari import AtariEngine  # noqa: E402
-from envhive.executors._atari_factory import engine_kind  # noqa: E402
-from envhive.executors._atari_threads import STOCK, AtariThreadEngine  # noqa: E402
 from envhive.testing import assert_same_transcript, transcript  # noqa: E402
-from tests.atari.engines import atari_engine  # noqa: E402
+from tests.forks import exit_code_of  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,12 +59,20 @@ OPTION_SETS = [
     {"episodic_life": True, "stack_padding": "zeros", "reset_order": "fire_noop", "life_loss_reset": "full"},
     {"episodic_life": True, "reward_clip": True, "repeat_action_probability": 0.25, "noop_max": 3},
     {"mode": 4, "difficulty": 1, "_limit": 45},
+    {"use_inter_area_resize": False},  # OpenCV's INTER_LINEAR (where it rounds as the engine)
+    {"use_inter_area_resize": False, "gray_scale": False, "stack_num": 2, "img_height": 64, "img_width": 48},
 ]
 
 
 @pytest.mark.parametrize("kwargs", OPTION_SETS, ids=lambda kw: ",".join(kw) or "defaults")
 @pytest.mark.parametrize("mode", ["same_step", "next_step"])
 def test_every_option_gives_atari_envs_transcript(kwargs, mode):
+    if not kwargs.get("use_inter_area_resize", True):
+        from envhive.envs.atari._frames import linear_matches_opencv
+
+        size, channels = (kwargs.get("img_height", 84), kwargs.get("img_width", 84)), 1 + 2 * ("gray_scale" in kwargs)
+        if not linear_matches_opencv((210, 160), size, channels):
+            pytest.skip("this OpenCV's INTER_LINEAR rounds otherwise: the engine leaves it to AtariEnv")
     ref, space, _ = run("serial", dict(kwargs), mode, 70)
     got, got_space, kind = run(NativeExecutor(3), dict(kwargs), mode, 70)
     assert kind is AtariThreadEngine
@@ -146,50 +154,63 @@ def test_async_recv_after_an_interrupted_send_and_discard_starts_afresh():
 
 
 @pytest.mark.parametrize("kwargs, reason", [
-    ({"use_inter_area_resize": False}, "INTER_LINEAR"),
+    ({"use_inter_area_resize": False, "img_height": 300, "img_width": 200}, "INTER_LINEAR"),  # upscaling
     ({"img_height": 105, "img_width": 80}, "105x80"),
 ])
-def test_options_the_threads_cannot_run_go_to_worker_processes(kwargs, reason):
-    kind, why = engine_kind({"game": "pong", **kwargs})
-    assert kind == "processes" and reason in why
+def test_options_the_engine_cannot_run_go_to_the_process_executor_with_the_reason(kwargs, reason):
+    problem = AtariFactory({"game": "pong", **kwargs}).native_problem()
+    assert problem is not None and problem.executor == "process" and reason in problem.reason
     env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, env_kwargs=kwargs)
-    assert isinstance(engine_of(env), AtariEngine)
+    assert env.executor == "process" and reason in env.executor.why and reason in repr(env)
     env.close()
-    with atari_engine("threads"), pytest.raises(ConfigError, match=reason):
-        envhive.make("envhive/Pong-v5", num_envs=2, seed=0, env_kwargs=kwargs)
+    with pytest.raises(ConfigError, match=reason):
+        envhive.make("envhive/Pong-v5", num_envs=2, seed=0, env_kwargs=kwargs, executor="native")
+    one = envhive.make("envhive/Pong-v5", num_envs=1, seed=0, env_kwargs=kwargs)
+    assert one.executor == "serial" and reason in one.executor.why  # one env: in the caller
+    one.close()
 
 
-def test_a_failed_self_check_falls_back_to_worker_processes(monkeypatch):
-    from envhive.envs.atari import _threads
-
-    monkeypatch.setattr(_threads, "self_check", lambda: "step 3 differs from AtariEnv's")
-    assert engine_kind({"game": "pong"}) == ("processes", "step 3 differs from AtariEnv's")
+def test_a_failed_binding_check_falls_back_to_the_process_executor(monkeypatch):
+    monkeypatch.setattr(_ale, "binding_problem", lambda: "the engine crashed (SIGSEGV) in its self-check")
     env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0)
-    assert isinstance(engine_of(env), AtariEngine)
+    assert env.executor == "process" and "SIGSEGV" in repr(env)
+    ref = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, executor="serial")
+    np.testing.assert_array_equal(env.reset()[0], ref.reset()[0])  # the same frames
     env.close()
-    with atari_engine("bogus"), pytest.raises(ConfigError, match="ENVHIVE_ATARI_ENGINE"):
-        engine_kind({"game": "pong"})
+    ref.close()
+    with pytest.raises(ConfigError, match="SIGSEGV"):
+        envhive.make("envhive/Pong-v5", num_envs=2, executor="native")
+
+
+def test_the_engine_choice_is_the_executor_keyword():
+    """``executor=`` chooses where the games run (AtariEnv on the general executors)."""
+    for executor in ("serial", "thread", "process"):
+        env = envhive.make("envhive/Pong-v5", num_envs=2, seed=0, executor=executor)
+        assert env.executor == executor
+        env.close()
 
 
 def test_the_self_check_passes_here():
-    from envhive.envs.atari._threads import self_check
-
-    assert self_check() is None
+    assert _ale.binding_problem() is None
 
 
-def test_the_games_refuse_what_would_crash():
-    from envhive.envs.atari._options import AtariOptions
-    from envhive.envs.atari._threads import new_games
-
-    games = new_games(AtariOptions("pong"), [1, 2], 0)
+def test_the_batch_refuses_what_would_crash():
+    games = AtariThreadEngine(2, {"game": "pong"}, 1)._games
     with pytest.raises(ValueError, match="bind"):
         games.start(np.zeros(1, np.int64))
-    with pytest.raises(ValueError, match="before its first reset"):
-        games.screen(1, True)  # env 1's ROM loads at its first reset
-    assert len(games.screen(0, True)) == 210 * 160 * 3
+    frame = np.zeros((210, 160, 3), np.uint8)
+    assert games.render_bytes == frame.nbytes
+    with pytest.raises(ValueError, match="holds"):
+        games.render(0, frame[:100])
+    with pytest.raises(IndexError):
+        games.render(2, frame)
+    games.render(1, frame)  # env 1 not reset yet: its ROM is loaded first
+    assert frame.any()
     games.close()
     with pytest.raises(ValueError, match="closed"):
         games.start(np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="closed"):
+        games.render(0, frame)
 
 
 def test_a_forked_child_steps_and_closes_the_pool_alone():
@@ -212,16 +233,6 @@ def test_a_forked_child_steps_and_closes_the_pool_alone():
             code = 0 if np.array_equal(got, want) else 2
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.01)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert exit_code_of(pid) == 0
     np.testing.assert_array_equal(env.step(np.ones(4, np.int64))[0], want)  # the parent goes on
     env.close()

@@ -130,17 +130,6 @@ def test_flat_view_needs_one_space():
         envhive.make(Mixed, num_envs=1, agent_layout="flat")
 
 
-def test_the_guide_runs():
-    """docs/multiagent.md's examples run and print what they claim."""
-    import doctest
-    import pathlib
-
-    guide = pathlib.Path(__file__).resolve().parents[2] / "docs" / "multiagent.md"
-    result = doctest.testfile(str(guide), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 5 and result.failed == 0
-
-
 def test_flat_view_with_torchrl():
     pytest.importorskip("torchrl")
     with pytest.raises(ConfigError, match="agent_layout='flat'"):

@@ -1,4 +1,4 @@
-"""Torch batched envs (engines/_torch.py): envhive/TorchCartPole-v1 through the pool.
+"""Torch batched envs (envs/torch/): envhive/TorchCartPole-v1 through the pool.
 
 Aligned with the numba kernel envhive/CartPole-v1 (same seeds give the same first states;
 trajectories agree to float rounding: torch's sin/cos may differ from libm's in the last bit),

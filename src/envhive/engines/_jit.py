@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import pathlib
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +59,8 @@ import numba
 import numpy as np
 from numba.core import caching, types
 from numba.core.dispatcher import Dispatcher
+
+from envhive.engines._private_dir import cache_root, private_cache_dir
 
 __all__ = ["jit", "c_function", "cache_dir", "source_hash", "compile_report"]
 
@@ -98,38 +99,8 @@ def cache_dir() -> pathlib.Path | None:
     The configured directory when it is safe to load code from (see the module docstring),
     else, with a warning, a private fallback.
     """
-    if os.environ.get("ENVHIVE_CACHE", "1") == "0":
-        return None
-    root = os.environ.get("ENVHIVE_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(xdg, "envhive")
-    return private_cache_dir(pathlib.Path(root), f"numba-{_HASH}")
-
-
-def private_cache_dir(root: pathlib.Path, name: str) -> pathlib.Path | None:
-    """``root / name``, made if missing (mode 0o700), when no one else can write to it; else a
-    private fallback, with a warning that says why; ``None`` when nothing can be made."""
-    import tempfile
-    import warnings
-
-    from envhive.engines._private_dir import private_dir
-
-    path, reason = private_dir(root, name)
-    if reason is None:
-        return path  # private, or not creatable (then compile per process, silently)
-    fallback, _ = private_dir(pathlib.Path(tempfile.gettempdir()) / f"envhive-{os.getuid()}", name)
-    if fallback is None:  # taken by someone else: a directory for this process only
-        fallback = pathlib.Path(tempfile.mkdtemp(prefix="envhive-cache-")) / name
-        fallback.mkdir(mode=0o700)
-    warnings.warn(
-        f"envhive: not loading compiled code from {root / name} ({reason}). The cache's files "
-        "are pickles, which run code when loaded, so whoever can write there could run code "
-        f"in this process. Using {fallback} instead; to use the cache, make the directory "
-        "yours and private (chmod 700), or point ENVHIVE_CACHE_DIR at one that is.",
-        UserWarning, stacklevel=3,
-    )
-    return fallback
+    root = cache_root()
+    return None if root is None else private_cache_dir(root, f"numba-{_HASH}")
 
 
 _HASH = source_hash()

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["SYNC", "VECTOR", "gymnasium_peers"]
+__all__ = ["SYNC", "VECTOR", "gymnasium_peers", "EnvPoolPeer"]
 
 SYNC = "gymnasium SyncVectorEnv"
 VECTOR = "gymnasium vector_entry_point"
@@ -30,3 +30,22 @@ def gymnasium_peers(gym_id: str, num_envs: int, vectorized: bool = True) -> list
                                                       vectorization_mode="vector_entry_point"))]
     return [(SYNC, gym_id, lambda: gym.vector.SyncVectorEnv([lambda: gym.make(gym_id)] * num_envs,
                                                              copy=False))]
+
+
+class EnvPoolPeer:
+    """An EnvPool pool as the bench measures vector envs: ``action_space`` the batched space
+    the bench samples from (in the dtype EnvPool checks), ``reset(seed=)`` (EnvPool seeds at
+    ``make``, so the seed is not passed on), ``step`` and ``close``."""
+
+    def __init__(self, env: Any, action_space: gym.Space) -> None:
+        self.env = env
+        self.action_space = action_space
+
+    def reset(self, seed: int | None = None) -> Any:
+        return self.env.reset()
+
+    def step(self, actions: Any) -> Any:
+        return self.env.step(actions)
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,4 +1,8 @@
-"""Whether a directory is private to this user: the compiled-code cache loads pickles from it.
+"""Whether a directory is private to this user, and envhive's cache directories, made private.
+
+The compiled-code cache (``_jit.py``) loads pickles from its directory, and the Atari engine
+trusts the verdict of its ALE self-check kept beside it (``envs/atari/_selfcheck.py``): both
+live under :func:`cache_root` in directories made by :func:`private_cache_dir`.
 
 A directory is private when this user owns it and no one else can write to it (a group may,
 when it is the user's own private group, as with a umask of 002), and when every directory
@@ -25,7 +29,51 @@ import os
 import pathlib
 import stat
 
-__all__ = ["private_dir", "unsafe_reason"]
+__all__ = ["private_dir", "unsafe_reason", "cache_root", "private_cache_dir"]
+
+
+def cache_root() -> pathlib.Path | None:
+    """envhive's cache directory: ``$ENVHIVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envhive``,
+    else ``~/.cache/envhive``; ``None`` when ``ENVHIVE_CACHE=0`` turns caching off.
+
+    Examples:
+        >>> import os
+        >>> cache_root() is None or cache_root().name == "envhive" or "ENVHIVE_CACHE_DIR" in os.environ
+        True
+    """
+    if os.environ.get("ENVHIVE_CACHE", "1") == "0":
+        return None
+    root = os.environ.get("ENVHIVE_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "envhive")
+    return pathlib.Path(root)
+
+
+def private_cache_dir(root: pathlib.Path, name: str,
+                      what: str = "compiled code (pickles, which run code when loaded)") -> pathlib.Path | None:
+    """``root / name``, made if missing (mode 0o700), when no one else can write to it; else a
+    private fallback, with a warning that says why (``what``: what is loaded from it);
+    ``None`` when nothing can be made."""
+    import tempfile
+    import warnings
+
+    path, reason = private_dir(root, name)
+    if reason is None:
+        return path  # private, or not creatable (then nothing is cached, silently)
+    fallback, _ = private_dir(pathlib.Path(tempfile.gettempdir()) / f"envhive-{os.getuid()}", name)
+    if fallback is None:  # taken by someone else: a directory for this process only
+        fallback = pathlib.Path(tempfile.mkdtemp(prefix="envhive-cache-")) / name
+        fallback.mkdir(mode=0o700)
+    noun = what.split(" (")[0]
+    warnings.warn(
+        f"envhive: not loading {noun} from {root / name} ({reason}). The cache holds {what}, so "
+        f"whoever can write there could change what this process runs. Using {fallback} instead; "
+        "to use the cache, make the directory yours and private (chmod 700), or point "
+        "ENVHIVE_CACHE_DIR at one that is.",
+        UserWarning, stacklevel=3,
+    )
+    return fallback
 
 
 def private_dir(root: pathlib.Path, name: str) -> tuple[pathlib.Path | None, str | None]:

@@ -1,12 +1,19 @@
 """The engine protocol: what the ``native`` executor drives, what builds it, and what
-``step_all`` returns.
+``step_all`` returns. Every hook an engine may have is declared here.
 
 An *engine* owns a whole batch of compiled envs and performs the pool's ops on them
 (``envhive._ops``), writing straight into the pool's buffers: ``KernelEngine`` (classic-control
-kernels), ``MujocoEngine`` (MuJoCo families), ``TorchEngine`` (torch batched envs), and any
-kind registered in ``envhive.engines._registry``. A :class:`NativeFactory` builds one: called,
-it builds one env (every other executor); ``native_engine`` builds the whole batch. mypy
-checks every engine and factory against these protocols; nothing inherits from them.
+kernels), ``MujocoEngine`` (MuJoCo families), ``TorchEngine`` (torch batched envs), the Atari
+engine, and any kind a family registers (``envhive.engines._registry``). A
+:class:`NativeFactory` builds one: called, it builds one env (every other executor);
+``native_engine`` builds the whole batch.
+
+What an engine can do is told by the protocol it meets, checked once when the native executor
+launches it (``isinstance`` of these runtime-checkable protocols), never by looking for a
+method: every engine is an :class:`Engine` (sync: ``step_all``, ``run``); an
+:class:`AsyncEngine` also runs its envs beside the caller (``start``, ``collect``,
+``take_finished``, ``discard``). mypy checks every engine and factory against these
+protocols (an ``_implements_*`` function beside each); nothing inherits from them.
 
 Examples:
     >>> import numpy as np
@@ -25,7 +32,19 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "NativeFactory", "StepAllResult"]
+__all__ = ["Engine", "AsyncEngine", "NativeFactory", "NativeProblem", "StepAllResult"]
+
+
+class NativeProblem(NamedTuple):
+    """Why a factory's native engine cannot run its envs here, and where they run instead.
+
+    Examples:
+        >>> NativeProblem("the C++ extension is not built", "process").executor
+        'process'
+    """
+
+    reason: str
+    executor: str
 
 
 class StepAllResult(NamedTuple):
@@ -113,7 +132,7 @@ class Engine(Protocol):
 
 
 @runtime_checkable
-class AsyncEngine(Protocol):
+class AsyncEngine(Engine, Protocol):
     """An :class:`Engine` whose envs run beside the caller (worker processes, C++ threads):
     the native executor's ``send`` starts their ops and returns, ``recv`` collects the first
     finished, so the caller's own work overlaps the envs' (EnvPool's ``send``/``recv``).
@@ -121,9 +140,11 @@ class AsyncEngine(Protocol):
     ``start(ids, options)`` starts the ops in ``buffers.ops`` of envs ``ids`` (int64), actions
     and seeds read from the bound buffers now; ``collect(min_count)`` waits until at least
     ``min_count`` started ops finished (fewer when nothing else is running) and reports every
-    finished one exactly once, results written into the bound buffers; ``discard()`` forgets
-    every op started and not collected, without waiting (the executor protocol's
-    ``discard``). Sync ``step_all`` / ``run`` are called only with nothing started.
+    finished one exactly once, results written into the bound buffers; ``take_finished`` is
+    ``collect`` without a :class:`~envhive._report.Completion` (the pool's lean ``recv``:
+    ``Executor.take_finished``); ``discard()`` forgets every op started and not collected,
+    without waiting (the executor protocol's ``discard``). Sync ``step_all`` / ``run`` are
+    called only with nothing started.
     """
 
     def start(self, ids: np.ndarray, options: dict[str, Any] | None) -> None:
@@ -132,6 +153,13 @@ class AsyncEngine(Protocol):
 
     def collect(self, min_count: int) -> Completion:
         """Wait for at least ``min_count`` finished ops; report every finished one."""
+        ...
+
+    def take_finished(self, min_count: int) -> tuple[np.ndarray, int, Any] | None:
+        """Wait for at least ``min_count`` finished ops and take every finished one, when none
+        of them raised: ``(env ids (int64), how many ended their episode, the InfoTable of
+        their infos)``; ``None``: nothing taken (an op raised, or results are pending from
+        before), ``collect`` reports them."""
         ...
 
     def discard(self) -> None:
@@ -168,6 +196,20 @@ class NativeFactory(Protocol):
 
     def __call__(self) -> Any:
         """One env (a ``gymnasium.Env``)."""
+        ...
+
+    def native_problem(self) -> NativeProblem | None:
+        """Why :meth:`native_engine` cannot run these envs here (an option it lacks, a compiled
+        extension not built, a library that failed a check), and the executor that runs them
+        instead; ``None``: it can. ``executor="auto"`` then takes that executor and says why;
+        ``executor="native"`` raises ``ConfigError`` with the reason."""
+        ...
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env of a batch of ``num_envs`` takes, wherever it runs (its state, its
+        engine's share, its rows of the pool's buffers): ``make`` checks ``num_envs`` times it
+        against the memory available before anything is built or reserved, on every
+        executor (``_memory.check_fits``)."""
         ...
 
     def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:

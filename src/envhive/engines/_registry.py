@@ -1,15 +1,23 @@
 """The one registry of compiled envs: engine kinds, and the ids each kind runs.
 
 An *engine kind* is a family of batched engines the ``native`` executor drives (classic-control
-kernels, compiled MuJoCo, torch batched envs, ...). Each kind registers itself once, here,
-with an :class:`EngineKind`: the function that turns one of its ids into a
-:class:`~envhive.engines.NativeFactory` (what ``envhive.make`` hands to every executor), the
-package its engine needs (``envhive list`` checks it without importing it), and, optionally,
-the peers ``envhive bench`` measures it against and a function that lists its ids. Every id
-is a :class:`CompiledEnv` naming its kind. ``envhive.make``, ``envhive.list_envs``,
-gymnasium's registration, ``executor="auto"``, ``envhive bench``/``list`` and the MuJoCo
-engine's family lookup read only this module: adding a kind is one :func:`register_kind` call
-and a module, with no branch anywhere else.
+kernels, compiled MuJoCo, torch batched envs, ...). This module names none of them: each family
+registers itself with :func:`register_kind` and an :class:`EngineKind` (the function that turns
+one of its ids into a :class:`~envhive.engines.NativeFactory`, what ``envhive.make`` hands to
+every executor; the package its engine needs, which ``envhive list`` checks without importing
+it; optionally the peers ``envhive bench`` measures it against and a function that lists its
+ids). Every id is a :class:`CompiledEnv` naming its kind. ``envhive.make``,
+``envhive.list_envs``, gymnasium's registration, ``executor="auto"``, ``envhive bench``/``list``
+and the MuJoCo engine's family lookup read only this module: adding a kind is one family
+module, with no branch anywhere else.
+
+Families are found, not listed (:func:`family_modules`): on the first lookup the registry
+imports ``envhive.kernels._family`` and every ``envhive.envs.<name>._family``, light modules
+(they import no numba, torch, ale_py or mujoco) whose import calls :func:`register_kind`. A
+family installed as its own package declares its module in the entry-point group
+``envhive.families``; those are imported the first time a lookup misses (an unknown id or
+kind) or every id is listed, so that ``import envhive`` does not read every installed
+package's metadata.
 
 Entries name their code as ``"module:attr"`` strings, imported on first use: kernels need
 numba, which is slow to import, and most programs use a few ids.
@@ -23,11 +31,18 @@ Examples:
     True
     >>> engine_kind("kernel").needs
     'numba'
+    >>> "envhive.kernels._family" in family_modules()
+    True
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import pkgutil
+import threading
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,9 +61,18 @@ __all__ = [
     "compiled_ids",
     "compiled_env",
     "family_of",
+    "family_modules",
     "load_entry_point",
     "native_factory",
+    "FAMILY_GROUP",
 ]
+
+#: The entry-point group of families installed as their own packages: each entry names a
+#: module whose import calls :func:`register_kind` (``my_family = "my_package._family"``).
+FAMILY_GROUP = "envhive.families"
+#: Where envhive's own families live: a family package itself (``envhive.kernels``), or a
+#: package whose subpackages are families (``envhive.envs``: atari, mujoco, torch, ...).
+_FAMILY_ROOTS = (("envhive.kernels", False), ("envhive.envs", True))
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,9 @@ class EngineKind:
             entries, called the first time ids are listed (for kinds whose ids come from
             data, e.g. the ROMs a package ships; it must not import ``needs``); ``None``:
             the entries are given to :func:`register_kind`.
+        prefix: every id of the kind starts with it (``"envpool/"``); its lazy ``entries``
+            are then listed only when such an id is looked up or every id is listed
+            (``None``: whenever any id is).
 
     Examples:
         >>> EngineKind("x", "pkg.mod:factory", "numpy").peers is None
@@ -110,20 +137,96 @@ class EngineKind:
     needs: str
     peers: str | None = None
     entries: str | None = None
+    prefix: str | None = None
 
 
 _KINDS: dict[str, EngineKind] = {}
 _COMPILED: dict[str, CompiledEnv] = {}
 _PENDING: list[EngineKind] = []  # kinds whose entries are listed lazily, not yet listed
+_BUILTIN_KINDS: set[str] = set()  # the kinds envhive's own families registered
+# What was looked for: envhive's own families, the installed ones (entry points); "busy":
+# the calling thread is importing families now (their register_kind calls must not wait).
+_FOUND = {"own": False, "installed": False, "busy": False}
+_LOCK = threading.RLock()
+
+
+def family_modules() -> list[str]:
+    """envhive's own family modules: ``envhive.kernels._family`` and every
+    ``envhive.envs.<name>._family``, found in the package directories without importing
+    the packages.
+
+    Examples:
+        >>> "envhive.envs.mujoco._family" in family_modules()
+        True
+    """
+    found = []
+    for root, holds_families in _FAMILY_ROOTS:
+        spec = importlib.util.find_spec(root)
+        places = list(spec.submodule_search_locations or []) if spec is not None else []
+        packages = [(root, places)]
+        if holds_families:
+            packages = [(f"{root}.{info.name}", [os.path.join(p, info.name) for p in places])
+                        for info in pkgutil.iter_modules(places) if info.ispkg]
+        for package, dirs in packages:
+            if any(info.name == "_family" for info in pkgutil.iter_modules(dirs)):
+                found.append(f"{package}._family")
+    return found
+
+
+def _discover() -> None:
+    """Import envhive's own family modules (once, before the first lookup). One of them
+    failing to import is a bug in envhive: it raises, and the next lookup tries again."""
+    if _FOUND["own"]:
+        return
+    with _LOCK:  # another thread's first lookup waits for the whole registry
+        if _FOUND["own"] or _FOUND["busy"]:
+            return
+        _FOUND["busy"] = True
+        try:
+            for module in family_modules():
+                before = set(_KINDS)
+                importlib.import_module(module)
+                _BUILTIN_KINDS.update(set(_KINDS) - before)
+        finally:
+            _FOUND["busy"] = False
+        _FOUND["own"] = True
+
+
+def _load_installed() -> None:
+    """Import the family modules installed packages declare (``FAMILY_GROUP``), once. One
+    that fails is skipped with a warning: a broken package must not stop every other env."""
+    _discover()
+    if _FOUND["installed"]:
+        return
+    with _LOCK:
+        if _FOUND["installed"] or _FOUND["busy"]:
+            return
+        _FOUND["busy"] = True
+        try:
+            from importlib.metadata import entry_points
+
+            for ep in entry_points(group=FAMILY_GROUP):
+                try:
+                    ep.load()
+                except Exception as err:
+                    warnings.warn(f"envhive: the env family {ep.name!r} ({ep.value}) did not "
+                                  f"load: {type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+        finally:
+            _FOUND["busy"] = False
+        _FOUND["installed"] = True
 
 
 def register_kind(kind: EngineKind, entries: Iterable[CompiledEnv] = ()) -> None:
     """Register an engine kind and its ids (or, with ``kind.entries``, how to list them).
 
+    A family module calls it when imported (see the module docstring). envhive's own families
+    are registered first, so a name taken by one of them is refused whatever the order.
+
     Examples:
         >>> engine_kind("torch").factory
-        'envhive.engines._torch:torch_factory'
+        'envhive.envs.torch._factory:torch_factory'
     """
+    _discover()
     if kind.name in _KINDS and _KINDS[kind.name] != kind:
         raise ConfigError(f"engine kind {kind.name!r} is already registered as {_KINDS[kind.name]}")
     _KINDS[kind.name] = kind
@@ -139,10 +242,17 @@ def _add(entry: CompiledEnv) -> None:
     _COMPILED[entry.id] = entry
 
 
-def _listed() -> dict[str, CompiledEnv]:
-    """Every entry, after listing the kinds whose entries are listed lazily."""
-    while _PENDING:
-        kind = _PENDING.pop(0)
+def _listed(prefix: str | None = None, installed: bool = True) -> dict[str, CompiledEnv]:
+    """Every entry (of envhive's own families only, unless ``installed``), after listing the
+    kinds whose entries are listed lazily (with ``prefix``: only the kinds whose ids may start
+    with it)."""
+    _load_installed() if installed else _discover()
+    for kind in list(_PENDING):
+        if prefix is not None and kind.prefix is not None and not (
+            prefix.startswith(kind.prefix) or kind.prefix.startswith(prefix)
+        ):
+            continue
+        _PENDING.remove(kind)
         assert kind.entries is not None
         for e in load_entry_point(kind.entries)():
             _add(e)
@@ -156,7 +266,11 @@ def engine_kind(name: str) -> EngineKind:
         >>> engine_kind("mujoco").needs
         'mujoco'
     """
+    _discover()
     kind = _KINDS.get(name)
+    if kind is None:
+        _load_installed()
+        kind = _KINDS.get(name)
     if kind is None:
         raise ConfigError(f"unknown engine kind {name!r}; registered: {sorted(_KINDS)}")
     return kind
@@ -166,20 +280,40 @@ def engine_kinds() -> list[str]:
     """The names of the registered kinds, in registration order.
 
     Examples:
-        >>> engine_kinds()[:3]
-        ['kernel', 'torch', 'mujoco']
+        >>> engine_kinds()[:5]
+        ['kernel', 'atari', 'envpool', 'mujoco', 'torch']
     """
+    _load_installed()
     return list(_KINDS)
 
 
-def compiled_ids(engine: str | None = None) -> list[str]:
-    """The compiled ids (of one engine kind, or all), sorted.
+def compiled_ids(engine: str | None = None, prefix: str | None = None) -> list[str]:
+    """The compiled ids (of one engine kind, or all; with ``prefix``, those starting with it),
+    sorted.
 
     Examples:
         >>> compiled_ids("mujoco")[:2]
         ['envhive/Ant-v5', 'envhive/HalfCheetah-v5']
+        >>> compiled_ids(prefix="envhive/Cart")
+        ['envhive/CartPole-v1']
     """
-    return sorted(i for i, e in _listed().items() if engine is None or e.engine == engine)
+    _discover()
+    kind = _KINDS.get(engine) if engine is not None else None
+    listed = _listed(prefix if prefix is not None else kind.prefix if kind is not None else None)
+    return sorted(i for i, e in listed.items() if (engine is None or e.engine == engine)
+                  and (prefix is None or i.startswith(prefix)))
+
+
+def builtin_compiled_ids() -> list[str]:
+    """The compiled ids of envhive's own families (none from installed packages), sorted:
+    what ``import envhive`` registers with gymnasium.
+
+    Examples:
+        >>> "envhive/Pendulum-v1" in builtin_compiled_ids()
+        True
+    """
+    listed = _listed("envhive/", installed=False)
+    return sorted(i for i, e in listed.items() if e.engine in _BUILTIN_KINDS and i.startswith("envhive/"))
 
 
 def compiled_env(env_id: str) -> CompiledEnv | None:
@@ -189,8 +323,9 @@ def compiled_env(env_id: str) -> CompiledEnv | None:
         >>> compiled_env("envhive/CartPole-v1").entry_point
         'envhive.kernels.classic._cartpole:CartPoleKernel'
     """
+    _discover()
     entry = _COMPILED.get(env_id)
-    return entry if entry is not None or not _PENDING else _listed().get(env_id)
+    return entry if entry is not None else _listed(env_id).get(env_id)
 
 
 def native_factory(
@@ -222,7 +357,8 @@ _FAMILIES: dict[Any, Any] = {}
 
 
 def family_of(env_cls: Any) -> Any | None:
-    """The compiled MuJoCo family registered for exactly ``env_cls``, or ``None``.
+    """The compiled family an entry names (:attr:`CompiledEnv.family`) for exactly the env
+    class ``env_cls`` (its entry point), or ``None``.
 
     Examples:
         >>> from envhive.envs.mujoco import HalfCheetahEnv, HumanoidEnv
@@ -231,60 +367,7 @@ def family_of(env_cls: Any) -> Any | None:
     """
     if not _FAMILIES:
         for e in _listed().values():
-            if e.engine == "mujoco" and e.family is not None:
+            if e.family is not None:
                 _FAMILIES[load_entry_point(e.entry_point)] = e.family
     family = _FAMILIES.get(env_cls)
     return None if family is None else load_entry_point(family)
-
-
-# ---------------------------------------------------------------------- the built-in kinds
-def _kernel(id: str, entry_point: str) -> CompiledEnv:
-    return CompiledEnv(f"envhive/{id}", "kernel", f"envhive.kernels.classic.{entry_point}")
-
-
-def _mujoco(id: str, env_cls: str, family: str) -> CompiledEnv:
-    return CompiledEnv(
-        f"envhive/{id}", "mujoco", f"envhive.envs.mujoco:{env_cls}", f"envhive.envs.mujoco.{family}"
-    )
-
-
-register_kind(
-    EngineKind("kernel", "envhive.kernels._adapter:kernel_factory", "numba",
-               peers="envhive.kernels._adapter:bench_peers"),
-    [
-        _kernel("CartPole-v1", "_cartpole:CartPoleKernel"),
-        _kernel("Pendulum-v1", "_pendulum:PendulumKernel"),
-        _kernel("MountainCar-v0", "_mountain_car:MountainCarKernel"),
-        _kernel("MountainCarContinuous-v0", "_mountain_car:MountainCarContinuousKernel"),
-        _kernel("Acrobot-v1", "_acrobot:AcrobotKernel"),
-    ],
-)
-register_kind(
-    EngineKind("torch", "envhive.engines._torch:torch_factory", "torch",
-               peers="envhive.engines._torch:bench_peers"),
-    [
-        CompiledEnv("envhive/TorchCartPole-v1", "torch", "envhive.envs.torch:TorchCartPole"),
-        CompiledEnv("envhive/TorchPendulum-v1", "torch", "envhive.envs.torch:TorchPendulum"),
-    ],
-)
-register_kind(
-    EngineKind("mujoco", "envhive.envs.mujoco._factory:mujoco_factory", "mujoco"),
-    [
-        _mujoco("Ant-v5", "AntEnv", "_families:AntFamily"),
-        _mujoco("HalfCheetah-v5", "HalfCheetahEnv", "_families:HalfCheetahFamily"),
-        _mujoco("Hopper-v5", "HopperEnv", "_families:HopperFamily"),
-        _mujoco("Swimmer-v5", "SwimmerEnv", "_families:SwimmerFamily"),
-        _mujoco("Walker2d-v5", "Walker2dEnv", "_families:Walker2dFamily"),
-        _mujoco("InvertedPendulum-v5", "InvertedPendulumEnv", "_families_small:InvertedPendulumFamily"),
-        _mujoco(
-            "InvertedDoublePendulum-v5", "InvertedDoublePendulumEnv",
-            "_families_small:InvertedDoublePendulumFamily",
-        ),
-        _mujoco("Reacher-v5", "ReacherEnv", "_families_small:ReacherFamily"),
-    ],
-)
-register_kind(
-    EngineKind("atari", "envhive.executors._atari_factory:atari_factory", "ale_py",
-               peers="envhive.executors._atari_factory:bench_peers",
-               entries="envhive.envs.atari._options:atari_entries"),
-)

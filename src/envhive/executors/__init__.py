@@ -138,7 +138,9 @@ def _preferred(factories: Sequence[Any]) -> str | None:
 def auto_choice(factories: Sequence[Any], probe: Callable[[Any], EnvCosts] | None = None) -> AutoChoice:
     """What ``executor="auto"`` picks for these factories, and why.
 
-    A shared ``preferred_executor`` (compiled ids: ``native``) is taken without measuring.
+    A shared ``preferred_executor`` (compiled ids: ``native``) is taken without measuring,
+    unless the native engine cannot run the envs here (``NativeFactory.native_problem``: the
+    executor it names then, and why).
     Otherwise, with two envs or more, ONE env built from the first factory is measured
     (:func:`envhive.executors._auto.probe`: 32 steps or 0.1 s, then as many in two threads) and
     :func:`envhive.executors._auto.decide` picks from its costs. A registered general executor
@@ -150,6 +152,12 @@ def auto_choice(factories: Sequence[Any], probe: Callable[[Any], EnvCosts] | Non
         'serial'
     """
     preferred = _preferred(factories)
+    problem = factories[0].native_problem() if preferred == "native" else None  # type: ignore[attr-defined]
+    if problem is not None:  # the env's engine cannot run here: where its envs run instead
+        if len(factories) > 1 and problem.executor in available_executors():
+            return AutoChoice(problem.executor, None, problem.reason, fallback=True)
+        return AutoChoice("serial", None, f"{problem.reason}; one env (or no {problem.executor} "
+                          "executor here): it runs in the caller", fallback=True)
     if preferred is not None:
         return AutoChoice(preferred, None, "the env declares it (preferred_executor)")
     names = available_executors(include_cluster=False)

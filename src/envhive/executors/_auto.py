@@ -100,6 +100,8 @@ class AutoChoice:
         reason: one sentence with the measured figures.
         costs: the measured costs (``None``: nothing was measured).
         predicted: predicted steps/s by candidate, e.g. ``{"process x16": 7200.0}``.
+        fallback: the envs' own engine cannot run here, and ``reason`` says why (front ends
+            show it).
     """
 
     executor: str
@@ -107,6 +109,7 @@ class AutoChoice:
     reason: str
     costs: EnvCosts | None = None
     predicted: dict[str, float] = field(default_factory=dict)
+    fallback: bool = False
 
     def label(self) -> str:
         """``'process x16'``, ``'serial'``."""

@@ -1,6 +1,6 @@
 """The worker core: typed commands in, typed replies out, over a slice of envs; no transport.
 
-A worker (a process today, a Ray actor next) is a :class:`WorkerCore` plus a transport. The core
+A worker (a process or a Ray actor) is a :class:`WorkerCore` plus a transport. The core
 owns the slice's :class:`~envhive._runner.EnvRunner` and the buffers it writes into, and turns
 each command into a reply; how commands and replies travel is the transport's business
 (``_worker.py``: a shared-memory control block, semaphores and a pipe; tests: a loopback that

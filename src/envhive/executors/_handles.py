@@ -1,8 +1,9 @@
 """The process executor's handles on its workers, and what ``close()`` releases.
 
-:class:`WorkerHandle` is the parent's view of one worker process: its slice, process, pipe,
-semaphore, the command it is running and the commands queued behind it, and where the
-command's post stands (see ``posted_seq`` and ``maybe_extra``). :class:`Shutdown` holds every
+:class:`WorkerHandle` is the parent's view of one worker process: the supervisor's
+:class:`~envhive.executors._supervisor.Slot` (its slice, the command it is running and the
+commands queued behind it) plus its process, pipe, semaphore and where the command's post
+stands (see ``posted_seq`` and ``maybe_extra``). :class:`Shutdown` holds every
 OS resource of an executor apart from the executor itself, so ``weakref.finalize`` can release
 them when the executor is collected without keeping it alive.
 """
@@ -14,35 +15,29 @@ from typing import Any
 
 from envhive._runner import EnvRunner
 from envhive.executors._shm import SharedArena, release_semaphore
-from envhive.executors._slices import SendQueue
 from envhive.executors._spawn import stop_process
+from envhive.executors._supervisor import Slot
 from envhive.executors._worker import CMD_CLOSE
 
 __all__ = ["WorkerHandle", "Shutdown"]
 
 
-class WorkerHandle:
-    """Parent-side handle of one worker process."""
+class WorkerHandle(Slot):
+    """Parent-side handle of one worker process: a :class:`Slot` plus its process, pipe and
+    command semaphore, and where its command's post stands."""
 
-    def __init__(self, w: int, lo: int, hi: int) -> None:
-        self.w, self.lo, self.hi = w, lo, hi
+    def __init__(self, w: int, lo: int, hi: int, blob: bytes = b"") -> None:
+        super().__init__(w, lo, hi, blob)
         self.proc: Any = None
         self.conn: Any = None
         self.cmd_sem: Any = None
-        self.blob = b""  # the cloudpickled factories of its slice (kept for restarts)
-        self.busy: list[int] | None = None  # env ids of the running command
-        self.busy_options: dict[str, Any] | None = None  # its reset options
-        self.calling = False  # the running command is a CALL (call/get_attr/set_attr)
-        self.discard = False  # the running command's results are to be dropped (discard())
         self.cmd_ids: list[int] = []  # the env ids now in the control block for this worker
-        self.sent_at = 0.0
-        self.queue = SendQueue()
         # The sequence number whose command post (and pipe message) went out. Set right after
         # the post, so a Ctrl-C can leave it one behind ``Control.seq`` although the post was
         # made; for a command with a message it is exact (set inside the deferred block).
-        # ``discard`` settles the doubt (``ProcessExecutor._settle_post``).
+        # ``discard`` settles the doubt (``ProcessExecutor._settle``).
         self.posted_seq = 0
-        # ``_settle_post`` posted again and the first post may have been made too: the spare
+        # ``_settle`` posted again and the first post may have been made too: the spare
         # post is taken back before the next command (the worker ignores one it sees first).
         self.maybe_extra = False
 

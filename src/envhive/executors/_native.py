@@ -32,7 +32,7 @@ import numpy as np
 
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvFactory, EnvProps
-from envhive.engines import AsyncEngine, Engine, NativeFactory, StepAllResult
+from envhive.engines import AsyncEngine, Engine, NativeFactory
 from envhive.errors import ConfigError
 from envhive.executors._protocol import RunsInSend
 
@@ -50,7 +50,7 @@ class NativeExecutor(RunsInSend):
     Only for ids envhive compiles (``envhive.list_envs()`` shows them under ``envhive/``).
     Most engines have no workers: the call runs in the caller's thread and returns when done,
     and engines that parallelize (MuJoCo) use up to ``num_threads`` threads inside that call.
-    An :class:`~envhive.engines.AsyncEngine` (Atari's worker processes) runs beside the
+    An :class:`~envhive.engines.AsyncEngine` (a threaded engine's C++ threads) runs beside the
     caller: ``send`` starts its ops and ``recv`` collects the first finished.
 
     Args:
@@ -74,6 +74,9 @@ class NativeExecutor(RunsInSend):
             raise ConfigError(f"num_threads: expected a positive int or None, got {num_threads!r}")
         self.num_threads = num_threads
         self._engine: Engine | None = None
+        #: The engine again when it runs its envs beside the caller (``send`` starts, ``recv``
+        #: collects), else ``None``: decided once, at launch, by the protocol it meets.
+        self._async: AsyncEngine | None = None
         self._done = Completion()
 
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -96,21 +99,13 @@ class NativeExecutor(RunsInSend):
         assert isinstance(first, NativeFactory)  # checked above
         engine = first.native_engine(len(factories), self.num_threads)
         self._engine = engine
-        if isinstance(engine, AsyncEngine):
-            # Its envs run beside the caller: send starts their ops, recv collects them.
-            self.send = self._start  # type: ignore[method-assign]
-            self.recv = engine.collect  # type: ignore[method-assign]
-            self.discard = engine.discard  # type: ignore[method-assign]
+        self._async = engine if isinstance(engine, AsyncEngine) else None
         # Engines whose envs live in tensors (TorchEngine) write results on their device.
         self.resident_device = engine.device
         return [engine.props] * len(factories)
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A buffer of the pool: the engine's own array when it offers one (an engine whose
-        workers then write the pool's rows directly), else a plain one."""
-        engine_allocate = getattr(self._engine, "allocate", None)
-        if engine_allocate is not None:
-            return engine_allocate(shape, dtype)  # type: ignore[no-any-return]
+        """A buffer of the pool: a plain array (the engines write into the pool's rows)."""
         return np.zeros(shape, dtype=dtype)
 
     def _live(self) -> Engine:
@@ -123,21 +118,29 @@ class NativeExecutor(RunsInSend):
         engine = self._live()
         engine.bind(buffers)
         self._buffers = buffers
-        # The pool calls step_all every step: hand it the engine's bound method, one frame less.
-        self.step_all = engine.step_all  # type: ignore[method-assign,assignment]
-        # An engine whose async results come back without a Completion (Executor.take_finished).
-        self.take_finished = getattr(engine, "take_finished", None) if isinstance(engine, AsyncEngine) else None
-
-    def _step_all(self, actions: np.ndarray) -> StepAllResult:
-        return self._engine.step_all(actions)  # type: ignore[union-attr]  # hot path: bound
-
-    step_all = _step_all  # type: ignore[assignment]
+        # The executor protocol's optional fast paths (declared in executors._protocol), which
+        # the pool reads once, after bind: the engine's own bound methods, so a step costs no
+        # frame of this executor.
+        self.step_all = engine.step_all
+        self.take_finished = self._async.take_finished if self._async is not None else None
 
     def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        self._live().run(env_ids.astype(np.int64, copy=False), options, self._done)
+        ids = env_ids.astype(np.int64, copy=False)
+        if self._async is not None:
+            self._async.start(ids, options)  # returns before the ops finish
+        else:
+            self._live().run(ids, options, self._done)
 
-    def _start(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        self._live().start(env_ids.astype(np.int64, copy=False), options)  # type: ignore[attr-defined]
+    def recv(self, min_count: int) -> Completion:
+        if self._async is not None:
+            return self._async.collect(min_count)
+        return super().recv(min_count)
+
+    def discard(self) -> None:
+        if self._async is not None:
+            self._async.discard()
+        else:
+            super().discard()
 
     def call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -155,4 +158,4 @@ class NativeExecutor(RunsInSend):
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
-        self._engine = None
+        self._engine = self._async = None

@@ -11,9 +11,10 @@ with them, so they live here once:
 * :func:`call_results`: the replies of one ``call``/``set_attr`` from several workers, turned
   into per-worker values or the one error the serial executor would raise: a worker that
   failed first, else the env error of the env that comes first in the caller's order.
-* After a worker's slice was rebuilt (``on_worker_failure="restart"``): :func:`resend_after_rebuild`
-  books the lost episodes and sends the command it was running (or what was queued behind a
-  discarded one); :func:`not_rebuilt` is the error when it could not be rebuilt.
+* :func:`call_commands`, :func:`set_attr_commands`: one typed command per worker of a call.
+
+What is done when a worker dies or hangs (restart, rebuild, resend, give up) is the supervisor's
+(:mod:`envhive.executors._supervisor`).
 
 Examples:
     >>> from envhive.executors._core import CallReply, ErrorReply
@@ -34,14 +35,10 @@ from typing import Any
 
 from envhive._buffers import Buffers
 from envhive._report import Completion
-from envhive.errors import WorkerDiedError
 from envhive.executors._core import Call, CallReply, ErrorReply, RunReply, SetAttr, object_leaves
 from envhive.executors._slices import RestartBook, SliceMap
 
-__all__ = [
-    "RunResults", "call_results", "call_commands", "not_rebuilt", "resend_after_rebuild",
-    "set_attr_commands",
-]
+__all__ = ["RunResults", "call_results", "call_commands", "set_attr_commands"]
 
 _EMPTY = RunReply()
 
@@ -147,28 +144,3 @@ def set_attr_commands(
         w: SetAttr(name, [value_of[i] for i in ids], ids)
         for w, ids in slices.group(env_ids).items()
     }
-
-
-def resend_after_rebuild(
-    handle: Any, pending: list[int], options: dict[str, Any] | None, restarts: RestartBook,
-    buffers: Buffers, dispatch: Any,
-) -> None:
-    """After ``handle``'s slice (``lo``..``hi``, a ``queue``) was rebuilt: book its lost
-    episodes (``RestartBook.rebuilt``), then ``dispatch`` again the command it was running
-    (``pending``, with its reset options: a reset with options gets them), or, if that one was
-    discarded, what was queued behind it."""
-    restarts.rebuilt(range(handle.lo, handle.hi), pending, buffers)
-    if pending:
-        dispatch(handle, pending, options)
-    elif handle.queue:
-        dispatch(handle, *handle.queue.pop(merge=True))
-
-
-def not_rebuilt(what: str, handle: Any, attempts: int, err: BaseException) -> WorkerDiedError:
-    """The error when ``handle``'s slice (a ``what``: "worker", "actor") could not be rebuilt
-    in ``attempts`` tries, the last failing with ``err`` (the executor shuts down)."""
-    return WorkerDiedError(
-        f"{what} {handle.w} (envs {handle.lo}..{handle.hi - 1}) could not be rebuilt "
-        f"({attempts} attempts; last: {type(err).__name__}: {err}); the executor was shut down",
-        env_ids=list(range(handle.lo, handle.hi)), exitcode=getattr(err, "exitcode", None),
-    )

@@ -109,6 +109,12 @@ class Executor(ABC):
     #: the send/recv bookkeeping (see the inline path of ``Pool.step``).
     step_all: Callable[[Any], tuple[int, int, Any, Any]] | None = None
 
+    #: Whether a process forked from the caller may go on using this executor. False for
+    #: executors whose workers are the caller's own processes or actors: a forked child gets
+    #: copies of their handles, not workers of its own, and must not touch its parent's. The
+    #: pool then refuses every call in such a child (``ClosedError``) before it touches a buffer.
+    fork_safe: ClassVar[bool] = True
+
     #: The torch device an engine writes its results on, if it can write tensors there
     #: (``None``: numpy on the host). When a front end asks for that device, the pool
     #: allocates device-resident buffers (``BufferSpec.resident``); set by ``launch``.

@@ -9,7 +9,9 @@ numpy arrays through Ray's object store: one batched result per actor per call, 
 env. Options, object-typed values, infos and errors travel as the core's typed messages,
 pickled exactly as on the process executor (``_wire.py``), only when there are any. The parent
 applies replies with the pieces the process executor uses (:class:`RunResults`,
-:func:`call_results`, :class:`SliceMap`, :class:`SendQueue`, :class:`RestartBook`).
+:func:`call_results`, :class:`SliceMap`, :class:`SendQueue`, :class:`RestartBook`), and is
+supervised by the same code (:class:`~envhive.executors._supervisor.Supervisor`: launch, faults,
+restarts, calls, close, fork); this module is the transport.
 
 Overlap: ``send`` submits actor calls and returns; ``recv`` gathers finished results with
 ``ray.wait`` (first-finished first, by the time each actor reports), so an async pool keeps the
@@ -23,10 +25,15 @@ knows (at once for a killed process; a lost node within Ray's health-check perio
 :class:`~envhive.errors.WorkerDiedError` and the executor shuts down; with
 ``on_worker_failure="restart"`` a new actor is built in its place and the episodes it lost are
 reported truncated with ``info["worker_restarted"]``. ``step_timeout`` kills a hung actor.
+A Ctrl-C while an actor is rebuilt kills the half-built replacement: the next command finds
+the actor dead and rebuilds it, as on the process executor.
 
 Cleanup: ``close()`` (and garbage collection, interpreter exit) kills every actor and removes
 the placement group: nothing is left in the cluster. Ray itself, if this executor started it,
-stays up for the process (as Ray's own libraries leave it).
+stays up for the process (as Ray's own libraries leave it). A process forked from the caller
+cannot use the pool (``ClosedError``) and never kills its parent's actors; note that Ray
+itself does not support ``fork`` after ``ray.init()``: such a child hangs in Ray's own exit
+hook unless it leaves with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -34,44 +41,24 @@ from __future__ import annotations
 import math
 import sys
 import time
-import weakref
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import cloudpickle
-import numpy as np
 
 from envhive._arguments import check_count, check_seconds
 from envhive._buffers import Buffers
 from envhive._extras import require
 from envhive._interrupts import deferred_interrupts
-from envhive._report import Completion, EnvFactory, EnvProps
-from envhive.errors import (
-    ClosedError,
-    ConfigError,
-    ResourceError,
-    StepTimeoutError,
-    WorkerDiedError,
-)
-from envhive.executors._core import Call, CallReply, CommandKind, ErrorReply, Run, SetAttr
-from envhive.executors._parent import (
-    RunResults,
-    call_commands,
-    call_results,
-    not_rebuilt,
-    resend_after_rebuild,
-    set_attr_commands,
-)
-from envhive.executors._protocol import Executor
+from envhive._report import Completion, EnvProps
+from envhive.errors import ConfigError, ResourceError, WorkerDiedError
+from envhive.executors._core import CommandKind, ErrorReply
 from envhive.executors._ray_actor import SliceHost, final_leaves, input_leaves, output_leaves
-from envhive.executors._slices import RestartBook, SendQueue, SliceMap
-from envhive.executors._wire import encode_command
+from envhive.executors._supervisor import Slot, Supervisor
 
 __all__ = ["RayExecutor"]
 
 _POLL_S = 0.05  # how often a waiting recv checks step timeouts (ray.wait wakes on results)
-_RESTART_ATTEMPTS = 3
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 #: The arguments of the ``ray.init()`` a RayExecutor makes when Ray is not running yet (the
 #: executor's ``address``/``init_kwargs`` override them). A test session sets a small local
@@ -83,32 +70,32 @@ def _ray() -> ModuleType:
     return require("ray", "ray", 'executor="ray"')
 
 
-class _Actor:
-    """Parent-side handle of one actor: its slice, the command it runs, what queues behind."""
+class _Actor(Slot):
+    """Parent-side handle of one actor: the supervisor's :class:`Slot` plus the actor and the
+    ``ObjectRef`` of the command it runs."""
 
     def __init__(self, w: int, lo: int, hi: int, blob: bytes) -> None:
-        self.w, self.lo, self.hi, self.blob = w, lo, hi, blob
+        super().__init__(w, lo, hi, blob)
         self.handle: Any = None
         self.ref: Any = None  # the running command's ObjectRef
-        self.busy: list[int] | None = None  # env ids of the running RUN ([] for a call)
-        self.busy_options: dict[str, Any] | None = None
-        self.discard = False  # the running command's results are to be dropped
-        self.sent_at = 0.0
-        self.queue = SendQueue()
+
+    def become_idle(self) -> None:
+        super().become_idle()
+        self.ref = None
 
 
 class _Cluster:
     """What close() releases, held apart from the executor for ``weakref.finalize``."""
 
     def __init__(self) -> None:
-        self.actors: list[_Actor] = []
+        self.workers: list[_Actor] = []
         self.group: Any = None  # the placement group
 
     def __call__(self) -> None:
         ray = _ray()
         if not ray.is_initialized():
             return  # Ray was shut down first: its actors and groups went with it
-        for actor in self.actors:
+        for actor in self.workers:
             if actor.handle is not None:
                 try:
                     ray.kill(actor.handle, no_restart=True)
@@ -123,12 +110,17 @@ class _Cluster:
             self.group = None
 
 
-class RayExecutor(Executor):
+class RayExecutor(Supervisor):
     """Runs envs on Ray actors, one contiguous slice of envs per actor.
 
     Args:
         num_actors: actors to start (default: one per CPU of the cluster, or as many as
             ``envs_per_actor`` needs; at most one per env).
+        on_worker_failure: ``"raise"`` (default) or ``"restart"``, as on the process executor.
+        step_timeout: seconds an actor may take for one command before it is declared hung
+            (it is killed).
+        launch_timeout: seconds to wait for the placement group and the actors to start
+            (a cluster without the resources asked for fails after that, naming them).
         envs_per_actor: envs per actor, instead of ``num_actors``.
         num_cpus: CPUs each actor reserves (default: Ray's actor default, which schedules it
             where a CPU is and reserves none, so pools never wait for each other's CPUs; with
@@ -143,11 +135,6 @@ class RayExecutor(Executor):
             ``"auto"`` or ``"ray://head:10001"``); default: the running Ray instance, else a
             new local one (``ray.init()``).
         init_kwargs: further arguments of that ``ray.init`` call.
-        step_timeout: seconds an actor may take for one command before it is declared hung
-            (it is killed).
-        on_worker_failure: ``"raise"`` (default) or ``"restart"``, as on the process executor.
-        launch_timeout: seconds to wait for the placement group and the actors to start
-            (a cluster without the resources asked for fails after that, naming them).
 
     Examples:
         >>> import envhive
@@ -155,11 +142,17 @@ class RayExecutor(Executor):
     """
 
     name = "ray"
+    what = "actor"
+    place = "Ray actor"
+    _slots: list[_Actor]
 
     def __init__(
         self,
         num_actors: int | None = None,
         *,
+        on_worker_failure: str = "raise",
+        step_timeout: float | None = None,
+        launch_timeout: float = 300.0,
         envs_per_actor: int | None = None,
         num_cpus: float | None = None,
         num_gpus: float | None = None,
@@ -167,9 +160,6 @@ class RayExecutor(Executor):
         placement_strategy: str | None = None,
         address: str | None = None,
         init_kwargs: dict[str, Any] | None = None,
-        step_timeout: float | None = None,
-        on_worker_failure: str = "raise",
-        launch_timeout: float = 300.0,
     ) -> None:
         check_count(num_actors, "num_actors")
         check_count(envs_per_actor, "envs_per_actor")
@@ -182,10 +172,6 @@ class RayExecutor(Executor):
                 f"placement_strategy: expected None or one of {list(_STRATEGIES)}, got "
                 f"{placement_strategy!r}"
             )
-        if on_worker_failure not in ("raise", "restart"):
-            raise ConfigError(
-                f"on_worker_failure: expected 'raise' or 'restart', got {on_worker_failure!r}"
-            )
         amounts = {"num_cpus": num_cpus, "num_gpus": num_gpus, **{
             f"resources[{k!r}]": v for k, v in (resources or {}).items()}}
         for what, value in amounts.items():
@@ -196,8 +182,8 @@ class RayExecutor(Executor):
                 "placement_strategy: a placement group reserves one bundle per actor, and with "
                 "num_cpus=0 and no other resources the bundles would be empty"
             )
-        check_seconds(step_timeout, "step_timeout")
         check_seconds(launch_timeout, "launch_timeout")
+        super().__init__(_Cluster(), step_timeout, on_worker_failure)
         self.num_actors = num_actors
         self.envs_per_actor = envs_per_actor
         self.num_cpus, self.num_gpus = num_cpus, num_gpus
@@ -205,26 +191,15 @@ class RayExecutor(Executor):
         self.placement_strategy = placement_strategy
         self.address = address
         self.init_kwargs = dict(init_kwargs or {})
-        self.step_timeout = step_timeout
-        self.on_worker_failure = on_worker_failure
         self.launch_timeout = launch_timeout
-        self._state = _Cluster()
-        self._finalizer = weakref.finalize(self, self._state)
-        self._closed = False
-        self._map = SliceMap(0, 1)
-        self._restarts = RestartBook()
-        self._buffers: Buffers | None = None
         self._remote: Any = None  # SliceHost as a Ray actor class
 
     # ------------------------------------------------------------------ launch
-    def _connect(self) -> ModuleType:
+    def _num_slices(self, num_envs: int) -> int:
         ray = _ray()
         if not ray.is_initialized():
             # log_to_driver=False by default: envs' prints stay in the actors' logs.
             ray.init(**{**DEFAULT_INIT_KWARGS, "address": self.address, **self.init_kwargs})
-        return ray
-
-    def _count(self, ray: ModuleType, num_envs: int) -> int:
         if self.num_actors is not None:
             return self.num_actors
         if self.envs_per_actor is not None:
@@ -232,29 +207,8 @@ class RayExecutor(Executor):
         cpus = ray.cluster_resources().get("CPU", 1.0)
         return max(1, int(cpus // (self.num_cpus or 1.0)))
 
-    def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
-        self._claim()
-        ray = self._connect()
-        self._map = SliceMap(len(factories), self._count(ray, len(factories)))
-        for w, (lo, hi) in enumerate(self._map.bounds):
-            try:
-                blob = cloudpickle.dumps(list(factories[lo:hi]))
-            except Exception as err:
-                self.close()
-                raise ConfigError(
-                    f"env {lo}: the env factory cannot be serialized for a Ray actor "
-                    f"({type(err).__name__}: {err}). Pass a factory that builds the env, e.g. "
-                    "lambda: MyEnv(...); it may capture anything cloudpickle can serialize."
-                ) from err
-            self._state.actors.append(_Actor(w, lo, hi, blob))
-        try:
-            self._reserve(ray)
-            for actor in self._state.actors:
-                self._start(actor)
-            return [p for actor in self._state.actors for p in self._handshake(actor)]
-        except BaseException:
-            self.close()
-            raise
+    def _new_slot(self, w: int, lo: int, hi: int, blob: bytes) -> _Actor:
+        return _Actor(w, lo, hi, blob)
 
     def _bundle(self) -> dict[str, float]:
         bundle = {"CPU": 1.0 if self.num_cpus is None else self.num_cpus, **self.resources}
@@ -262,11 +216,12 @@ class RayExecutor(Executor):
             bundle["GPU"] = self.num_gpus
         return {k: v for k, v in bundle.items() if v}
 
-    def _reserve(self, ray: ModuleType) -> None:
+    def _prepare(self) -> None:
         """Reserve the placement group (one bundle per actor), if one was asked for."""
         if self.placement_strategy is None:
             return
-        bundles = [self._bundle() for _ in self._state.actors]
+        ray = _ray()
+        bundles = [self._bundle() for _ in self._slots]
         group = ray.util.placement_group(bundles, strategy=self.placement_strategy)
         self._state.group = group
         ready, _ = ray.wait([group.ready()], timeout=self.launch_timeout)
@@ -303,7 +258,7 @@ class RayExecutor(Executor):
         ray = _ray()
         ref = actor.handle.props.remote()
         ready, _ = ray.wait([ref], timeout=self.launch_timeout)
-        what = f"actor {actor.w} (envs {actor.lo}..{actor.hi - 1})"
+        what = actor.name(self.what)
         if not ready:
             raise ResourceError(
                 f"{what} did not start within {self.launch_timeout:.0f} s: the Ray cluster may "
@@ -320,55 +275,33 @@ class RayExecutor(Executor):
             raise reply.error
         return reply  # type: ignore[no-any-return]
 
-    def bind(self, buffers: Buffers) -> None:
-        self._buffers = buffers
-        self._results = RunResults(buffers, self._restarts)
+    def _attach(self, buffers: Buffers) -> None:
         self._inputs = input_leaves(buffers)
         self._outputs = output_leaves(buffers)
         self._finals = final_leaves(buffers)
-        try:
-            for actor in self._state.actors:
-                self._bind_actor(actor)
-        except BaseException:
-            self.close()
-            raise
 
-    def _bind_actor(self, actor: _Actor) -> None:
+    def _bind_slot(self, actor: _Actor) -> None:
         ray = _ray()
         assert self._buffers is not None
         try:
             ray.get(actor.handle.bind.remote(self._buffers.slice_spec(actor.hi - actor.lo)))
         except ray.exceptions.RayError as err:
             raise WorkerDiedError(
-                f"actor {actor.w} (envs {actor.lo}..{actor.hi - 1}) died while allocating its "
-                f"buffers: {err}", env_ids=list(range(actor.lo, actor.hi)), exitcode=None,
+                f"{actor.name(self.what)} died while allocating its buffers: {err}",
+                env_ids=list(range(actor.lo, actor.hi)), exitcode=None,
             ) from None
 
+    def _stop(self, actor: _Actor) -> None:
+        if actor.handle is None:
+            return
+        try:
+            _ray().kill(actor.handle, no_restart=True)
+        except Exception:  # already dead
+            pass
+
     # ------------------------------------------------------------------ commands
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise ClosedError("the ray executor is closed (it may have shut down after an actor failure)")
-
-    def send(self, env_ids: np.ndarray, options: dict[str, Any] | None = None) -> None:
-        self._check_usable()
-        actors = self._state.actors
-        for w, ids in self._map.split(env_ids):
-            actor = actors[w]
-            if actor.busy is None:
-                self._dispatch(actor, ids, options)
-            else:
-                actor.queue.push(ids, options)
-
-    def _dispatch(self, actor: _Actor, ids: list[int], options: dict[str, Any] | None) -> None:
-        b = self._buffers
-        assert b is not None
-        if self._restarts.lost:  # envs of a rebuilt actor: their ops become resets now
-            self._restarts.substitute_lost(ids, b)
-        message = None
-        big = b.big_seeds_of(ids) if b.big_seeds else None
-        if options is not None or self._results.act_objects or big is not None:
-            run = Run(ids, options, self._results.object_actions(ids), big)
-            message = encode_command(run, f"the reset options or actions of envs {ids}")
+    def _publish(self, actor: _Actor, ids: list[int], options: dict[str, Any] | None,
+                 message: bytes | None) -> None:
         if ids[-1] - ids[0] == len(ids) - 1 and ids == list(range(ids[0], ids[-1] + 1)):
             rows: Any = slice(ids[0], ids[-1] + 1)  # a run of ids (a sync step): views, no copy
         else:
@@ -379,16 +312,42 @@ class RayExecutor(Executor):
             actor.busy, actor.busy_options = ids, options
             actor.sent_at = time.monotonic()
 
+    def _send_call(self, actor: _Actor, kind: CommandKind, message: bytes) -> None:
+        with deferred_interrupts():  # the call goes out and is recorded, or neither
+            actor.ref = actor.handle.call.remote(int(kind), message)
+            actor.busy, actor.calling, actor.sent_at = [], True, time.monotonic()
+
+    def _call_replies(self) -> list[tuple[_Actor, bytes]]:
+        ray = _ray()
+        waiting = {a.ref: a for a in self._slots if a.calling and a.ref is not None}
+        replies = []
+        ready, _ = ray.wait(list(waiting), num_returns=1, timeout=_POLL_S) if waiting else ([], [])
+        for ref in ready:
+            actor = waiting[ref]
+            try:
+                message = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                self._fail(actor, "died", err)  # raises, or rebuilds (the call then raises)
+                continue
+            actor.busy = actor.ref = None
+            actor.calling = False
+            replies.append((actor, message))
+        self._check_workers()  # step timeouts
+        return replies
+
     def recv(self, min_count: int) -> Completion:
         self._check_usable()
         out = Completion()
         got = 0
-        while got < min_count and any(a.busy is not None for a in self._state.actors):
-            got += self._sweep(out, _POLL_S, min_count - got)
+        while got < min_count and any(a.busy is not None for a in self._slots):
+            got += self._collect_some(out, min_count - got)
         if min_count <= 0:  # a poll: what finished, waiting for none
             self._sweep(out, 0.0, 0)
-            self._check_timeouts()
+            self._check_workers()
         return out
+
+    def _collect_some(self, out: Completion, needed: int) -> int:
+        return self._sweep(out, _POLL_S, needed)
 
     def _sweep(self, out: Completion, timeout: float, needed: int = 1) -> int:
         """Collect every finished command, first finished first, and start what queued
@@ -396,7 +355,7 @@ class RayExecutor(Executor):
         results the caller waits for) takes every running command (a sync step: one
         ``ray.wait`` instead of one per actor)."""
         ray = _ray()
-        busy = {a.ref: a for a in self._state.actors if a.ref is not None}
+        busy = {a.ref: a for a in self._slots if a.ref is not None}
         if not busy:
             return 0
         refs = list(busy)
@@ -404,7 +363,7 @@ class RayExecutor(Executor):
         want = len(refs) if needed >= running else 1
         ready, _ = ray.wait(refs, num_returns=want, timeout=timeout)
         if not ready:
-            self._check_timeouts()
+            self._check_workers()  # step timeouts
             return 0
         if len(ready) < len(refs):  # any others that finished meanwhile come too
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
@@ -418,15 +377,14 @@ class RayExecutor(Executor):
         got = 0
         for actor, result in results:
             got += self._collect(actor, result, out)
-            if actor.queue and actor.busy is None:
-                self._dispatch(actor, *actor.queue.pop(merge=True))
+            self._refill(actor)
         return got
 
     def _collect(self, actor: _Actor, result: Any, out: Completion) -> int:
         with deferred_interrupts():  # reported whole or dropped whole (discard)
             ids, actor.busy, actor.ref = actor.busy or [], None, None
             if actor.discard:
-                actor.discard = False
+                actor.discard = actor.calling = False
                 return 0
             outputs, finals, message, _ = result
             for leaf, values in zip(self._outputs, outputs):
@@ -439,137 +397,18 @@ class RayExecutor(Executor):
                     leaf[ended] = values
             return self._results.apply(ids, reply, out)
 
-    def discard(self) -> None:
-        for actor in self._state.actors:
-            actor.queue.clear()
-            if actor.busy is not None:
-                actor.discard = True
-                self._restarts.forget(actor.busy)
-
-    def _drain(self) -> None:
-        """Before a call: wait for the commands ``discard`` gave up on, and drop them."""
-        while any(a.ref is not None for a in self._state.actors):
-            self._sweep(Completion(), _POLL_S)
-
     # ------------------------------------------------------------------ faults
-    def _check_timeouts(self) -> None:
-        if self.step_timeout is None:
-            return
-        now = time.monotonic()
-        for actor in self._state.actors:
-            if actor.busy is not None and now - actor.sent_at > self.step_timeout:
-                self._fail(actor, "hung", None)
+    def _how_it_died(self, actor: _Actor, cause: BaseException | None) -> tuple[str, int | None]:
+        return f"({type(cause).__name__}: {cause})", None
 
-    def _fail(self, actor: _Actor, how: str, cause: BaseException | None) -> BaseException | None:
-        """Handle a dead or hung actor: rebuild it (restart mode; returns the error a call it
-        ran must raise) or shut the executor down and raise."""
-        envs = list(range(actor.lo, actor.hi))
-        calling = actor.busy == [] and not actor.discard
-        doing = "a call/get_attr/set_attr" if actor.busy == [] else f"envs {actor.busy}"
-        if how == "hung":
-            what = f"exceeded step_timeout={self.step_timeout} s running {doing}"
-        else:
-            what = f"died while running {doing} ({type(cause).__name__}: {cause})"
-        error = StepTimeoutError if how == "hung" else WorkerDiedError
-        if self.on_worker_failure == "restart":
-            failure = error(
-                f"actor {actor.w} (envs {actor.lo}..{actor.hi - 1}) {what}; it was rebuilt (its "
-                "envs start a new episode on their next step) and the call's results are lost",
-                env_ids=envs, exitcode=None,
-            ) if calling else None
-            self._restart(actor)
-            return failure
-        self.close()
-        raise error(
-            f"actor {actor.w} (envs {actor.lo}..{actor.hi - 1}) {what}; the executor was shut "
-            "down. Use on_worker_failure='restart' to rebuild failed actors instead.",
-            env_ids=envs, exitcode=None,
-        )
+    def _left_behind(self) -> None:
+        """Nothing to let go of: the actors are Ray's processes, not this one's children, and
+        the executor's copy in a forked child is closed without killing them."""
 
-    def _restart(self, actor: _Actor) -> None:
-        ray = _ray()
-        pending, options = actor.busy or [], actor.busy_options
-        if actor.discard:  # nobody waits for that command any more
-            pending, options = [], None
-        actor.busy, actor.ref, actor.discard = None, None, False
-        for attempt in range(1, _RESTART_ATTEMPTS + 1):
-            try:
-                ray.kill(actor.handle, no_restart=True)
-            except Exception:  # already dead
-                pass
-            try:
-                self._start(actor)
-                self._handshake(actor)
-                self._bind_actor(actor)
-                break
-            except Exception as err:
-                if attempt < _RESTART_ATTEMPTS:
-                    continue
-                self.close()
-                raise not_rebuilt("actor", actor, _RESTART_ATTEMPTS, err) from err
-        assert self._buffers is not None
-        resend_after_rebuild(actor, pending, options, self._restarts, self._buffers, self._dispatch)
-
-    # ------------------------------------------------------------------ env access
-    def _roundtrip(
-        self, commands: dict[int, Call | SetAttr], order: Sequence[int] | None, what: str
-    ) -> dict[int, Any]:
-        """Send one Call or SetAttr to each actor in ``commands`` (keyed by slice) and gather
-        the values (see :func:`call_results` for what is raised)."""
-        messages = {w: encode_command(command, what) for w, command in commands.items()}
-        self._check_usable()
-        ray = _ray()
-        self._drain()
-        waiting: dict[Any, _Actor] = {}
-        for w, message in messages.items():
-            actor = self._state.actors[w]
-            with deferred_interrupts():
-                actor.ref = actor.handle.call.remote(int(CommandKind.of(commands[w])), message)
-                actor.busy, actor.sent_at = [], time.monotonic()
-                waiting[actor.ref] = actor
-        replies: dict[int, CallReply | ErrorReply] = {}
-        failures: dict[int, BaseException] = {}
-        while waiting:
-            ready, _ = ray.wait(list(waiting), num_returns=1, timeout=_POLL_S)
-            for ref in ready:
-                actor = waiting.pop(ref)
-                try:
-                    message = ray.get(ref)
-                except ray.exceptions.RayError as err:
-                    failure = self._fail(actor, "died", err)
-                    failures[actor.w] = failure  # type: ignore[assignment]
-                    continue
-                actor.busy = actor.ref = None
-                replies[actor.w] = cloudpickle.loads(message)
-            for ref, actor in list(waiting.items()):
-                if self.step_timeout is not None and time.monotonic() - actor.sent_at > self.step_timeout:
-                    del waiting[ref]
-                    failures[actor.w] = self._fail(actor, "hung", None)  # type: ignore[assignment]
-        return call_results(replies, failures, order if order is not None else self._map.all_ids)
-
-    def call(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-        env_ids: Sequence[int] | None = None,
-    ) -> list[Any]:
-        commands = call_commands(self._map, name, args, kwargs, env_ids)
-        replies = self._roundtrip(commands, env_ids, f"the arguments of call({name!r})")
-        return self._map.ordered(env_ids, self._map.group(env_ids), replies)
-
-    def set_attr(
-        self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
-    ) -> None:
-        commands = set_attr_commands(self._map, name, values, env_ids)
-        self._roundtrip(commands, env_ids, f"the values of set_attr({name!r})")
-
-    def close(self) -> None:
-        self._closed = True
-        if self._finalizer.alive:
-            with deferred_interrupts():
-                self._finalizer()
-
+    # ------------------------------------------------------------------ monitoring
     def actor_handles(self) -> list[Any]:
         """The live actors' handles, in slice order (for monitoring and tests)."""
-        return [a.handle for a in self._state.actors if a.handle is not None]
+        return [a.handle for a in self._slots if a.handle is not None]
 
     def actor_locations(self) -> list[tuple[str, int]]:
         """Each actor's Ray node id and process id, in slice order."""
@@ -577,6 +416,6 @@ class RayExecutor(Executor):
         return [tuple(x) for x in ray.get([h.where.remote() for h in self.actor_handles()])]  # type: ignore[misc]
 
     def describe(self) -> str:
-        k = len(self._state.actors)
+        k = len(self._slots)
         where = f", {self.placement_strategy} placement group" if self.placement_strategy else ""
         return f"ray, {k} actor{'s' if k != 1 else ''}{where}"

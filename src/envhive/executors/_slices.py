@@ -1,6 +1,6 @@
 """What every multi-worker executor shares: slice ownership, per-slice queues, restart books.
 
-An executor that runs envs on several workers (threads, processes, next Ray actors) gives each
+An executor that runs envs on several workers (threads, processes, Ray actors) gives each
 worker a contiguous slice of env ids. Three pieces of that are the same whatever carries the
 commands, so they live here once:
 

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from envhive.engines._threaded import usable_cpus
 from envhive.errors import ConfigError, ResourceError
 
 __all__ = [
@@ -49,17 +50,6 @@ def main_hidden() -> Iterator[None]:
         main.__dict__.update(saved)
 
 
-def usable_cpus() -> int:
-    """How many CPUs this process may run on (its affinity mask: ``taskset``, cgroup cpusets),
-    not how many the machine has.
-
-    Examples:
-        >>> 1 <= usable_cpus() <= (os.cpu_count() or 1)
-        True
-    """
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1  # pragma: no cover - not Linux
 
 
 def affinity_cpus(cpu_affinity: bool | Sequence[int] | None) -> list[int]:

@@ -204,14 +204,9 @@ class SpinPolicy:
         return False
 
 
-def wait_command(sem: Any, policy: SpinPolicy, parent: Any) -> None:
-    """A worker's wait for its next command: poll (``policy``), then block in slices, exiting
-    if the ``parent`` process died (orphaned). Used by every worker loop that waits on a
-    semaphore (this module's, the Atari engine's)."""
-    _wait(sem, policy, parent)
-
-
 def _wait(sem: Any, policy: SpinPolicy, parent: Any) -> None:
+    """A worker's wait for its next command: poll (``policy``), then block in slices, exiting
+    if the ``parent`` process died (orphaned)."""
     start = time.perf_counter()
     if not policy.poll(sem):
         while not sem.acquire(True, _PARENT_CHECK_S):
@@ -286,7 +281,7 @@ def _serve(
         seq = int(ctrl.seq[w])
         if seq == seen:
             # A spare post (the parent re-posted a command a Ctrl-C may have cut short,
-            # ProcessExecutor._settle_post): no new command, nothing to do.
+            # ProcessExecutor._settle): no new command, nothing to do.
             continue
         seen = seq
         if kind != CMD_RUN:  # a Call or a SetAttr, always with its message

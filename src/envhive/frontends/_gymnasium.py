@@ -532,8 +532,10 @@ class VectorEnv(GymVectorEnv):
     def __repr__(self) -> str:
         how = self._pool.describe() + (" (auto)" if self._chosen_by_auto else "")
         choice = self._pool.executor_name.choice
-        # When auto measured the env, the figures behind its choice.
-        why = f", why={choice.reason!r}" if self._chosen_by_auto and choice and choice.costs else ""
+        # When auto measured the env, the figures behind its choice; when the env's own engine
+        # could not run, why.
+        shown = choice is not None and (choice.costs is not None or choice.fallback)
+        why = f", why={choice.reason!r}" if self._chosen_by_auto and choice is not None and shown else ""
         mode = _MODE_NAMES[self._pool.autoreset]
         extra = "" if self.batch_size == self.num_envs else f", batch_size={self.batch_size}"
         closed = ", closed" if self.closed else ""

@@ -9,13 +9,14 @@ which closes the pool if the front end cannot be built). A new front end is one 
 
 Examples:
     >>> sorted(FRONT_ENDS)
-    ['dm_env', 'gymnasium', 'pettingzoo', 'pool', 'sb3', 'torchrl']
+    ['dm_env', 'envpool', 'envpool_dm', 'gymnasium', 'pettingzoo', 'pool', 'sb3', 'torchrl']
     >>> FRONT_ENDS["sb3"].autoreset
     'same_step'
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +140,18 @@ def _sb3(pool: Any, w: Wanted) -> Any:
     return SB3VecEnv(pool, name=w.name)
 
 
+def _envpool_api(api: str) -> Callable[[Any, Wanted], Any]:
+    """The builder of EnvPool's API (``api="envpool"`` or ``"envpool_dm"``): envhive.envpool's
+    pool classes over the pool. envhive.envpool is named, not imported: it sits above
+    ``make`` (its specs build pools with ``make``), so this registry, which ``make`` imports,
+    must not import it."""
+
+    def build(pool: Any, w: Wanted) -> Any:
+        return importlib.import_module("envhive.envpool._pools").from_pool(pool, w.name, api)
+
+    return build
+
+
 def _pettingzoo(pool: Any, w: Wanted) -> Any:
     from envhive.frontends._pettingzoo import PettingZooEnv
 
@@ -177,6 +190,15 @@ FRONT_ENDS: dict[str, FrontEnd] = {
                        "device itself)",
             requires=(("stable_baselines3", "sb3"),), seeds_action_space=True,
         ),
+        # EnvPool's API (envhive.envpool's pool classes): an env is reset by its next send
+        # after its episode ended, the next_step rule; numpy arrays; its own player rows.
+        *(FrontEnd(
+            name, build, autoreset="next_step",
+            autoreset_why=f"api={name!r} is EnvPool's API, which resets an env on its next send "
+                          "after its episode ended (next_step)",
+            device_why=f"api={name!r} hands out numpy arrays, as EnvPool does", agent_layouts=False,
+            requires=(("dm_env", "dm_env"),) if name == "envpool_dm" else (),
+        ) for name, build in (("envpool", _envpool_api("envpool")), ("envpool_dm", _envpool_api("envpool_dm")))),
         # A ParallelEnv's agents never come back once done: the pool runs with autoreset
         # disabled, numpy arrays and its own agent layout.
         FrontEnd(

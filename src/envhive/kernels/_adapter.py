@@ -142,6 +142,15 @@ class KernelFactory:
             self.kernel_cls(num_envs, max_episode_steps=self.max_episode_steps, **self.kwargs)
         )
 
+    def native_problem(self) -> None:
+        """The native engine runs kernels wherever envhive runs (numba is a dependency)."""
+        return None
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env of ``num_envs`` takes: a kernel's row and the pool's
+        (``Kernel.bytes_per_env``, from a kernel of no envs)."""
+        return self.kernel_cls(0, max_episode_steps=self.max_episode_steps, **self.kwargs).bytes_per_env(num_envs)
+
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one kernel."""
         return (self.kernel_cls, sorted(self.kwargs.items()), self.max_episode_steps)

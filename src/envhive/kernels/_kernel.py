@@ -34,7 +34,6 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from envhive._buffers import BufferSpec
-from envhive._memory import check_fits, size_text
 from envhive._ops import RESET, RESET_REWARD
 from envhive.engines._compiled import address_to_voidptr, resets_in_op
 from envhive.engines._jit import jit
@@ -284,11 +283,7 @@ class Kernel:
         self.num_envs = n = int(num_envs)
         self.params = self.pack_params(self.config)
         self.observation_space, self.action_space = self.spaces(self.config)
-        large = n >= _LARGE_POOL and self.uniform_bounds is not None
-        self.stock = _LARGE_POOL_STOCK if large else STOCK  # resets drawn ahead per env
-        per_env = self.bytes_per_env() + BufferSpec(1, self.observation_space, self.action_space).bytes_per_env()
-        check_fits(n * per_env, f"{self.id} x {n:,} ({size_text(per_env)} per env: state, "
-                   f"{self.stock} resets drawn ahead, a generator, the pool's buffers)", per_env)
+        self.stock = self.stock_for(n)  # resets drawn ahead per env
         self.state = np.zeros((n, self.state_dim), np.float64)
         self.elapsed = np.zeros(n, np.int64)
         self.noise = np.zeros((n, self.stock, self.noise_dim), np.float64)
@@ -305,12 +300,22 @@ class Kernel:
         self._low, self._span = uniform_span(bounds[0], bounds[1])  # what the compiled draws take
         self._has_rng = np.zeros(n, np.bool_)
 
-    def bytes_per_env(self) -> int:
-        """Host bytes one env of this kernel holds once reset: its state row, time step, stock
-        of draws and position, and its generator (four words and three flags when compiled,
-        else a numpy generator: ``_GENERATOR_BYTES``)."""
+    def stock_for(self, num_envs: int) -> int:
+        """Resets drawn ahead per env in a kernel of ``num_envs`` (fewer for a huge pool, whose
+        refills are cheap)."""
+        large = num_envs >= _LARGE_POOL and self.uniform_bounds is not None
+        return _LARGE_POOL_STOCK if large else STOCK
+
+    def bytes_per_env(self, num_envs: int | None = None) -> int:
+        """Host bytes one env of this kernel (or of one of ``num_envs`` envs) holds once reset,
+        with its rows of the pool's buffers: its state row, time step, stock of draws and
+        position, and its generator (four words and three flags when compiled, else a numpy
+        generator: ``_GENERATOR_BYTES``). ``make`` checks a pool's need from it
+        (``KernelFactory.bytes_per_env``) before the kernel is built."""
+        stock = self.stock if num_envs is None else self.stock_for(num_envs)
         rng = 32 + 3 + 8 if self.uniform_bounds is not None else _GENERATOR_BYTES
-        return 8 * (self.state_dim + 1 + self.stock * self.noise_dim + 1) + rng
+        rows = BufferSpec(1, self.observation_space, self.action_space, with_final_obs=True).bytes_per_env()
+        return 8 * (self.state_dim + 1 + stock * self.noise_dim + 1) + rng + rows
 
     # ------------------------------------------------------------------ family hooks
     @classmethod

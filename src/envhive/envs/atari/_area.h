@@ -1,6 +1,6 @@
 /* Atari's area resize: max-pool, OpenCV's INTER_AREA shrink, stack push (see _frames.py).
  *
- * Shared by _cframes.c (``push``, called from Python per env) and _threads.cpp (the threaded
+ * Shared by _cframes.c (``push``, called from Python per env) and _ale_game.h (the threaded
  * engine, which runs it in its own threads). Both are compiled with -ffp-contract=off: no
  * fused multiply-add, so the float32 sums round as OpenCV's do. Py_ssize_t comes from
  * Python.h, which the including file has included first.

@@ -13,7 +13,8 @@ for a seed by construction. Step for step it follows EnvPool's ``atari_env.h``:
   then ``1..noop_max`` no-op frames (one fewer with a fire reset), then FIRE in games that have
   it; the stack is filled with the first frame.
 * **infos**: ``lives``, ``reward`` (unclipped), ``terminated`` (game over, as int32) and
-  ``elapsed_step``, with EnvPool's dtypes.
+  ``elapsed_step``, with EnvPool's dtypes; with ``ram_info``, ``ram`` (ALE's 128 bytes of the
+  console's RAM, uint8), as EnvPool's Atari envs give it.
 
 Seeds: ``reset(seed=s)`` reloads the ROM with an ALE seed drawn from ``s`` (sticky actions and
 the game's own randomness) and restarts the no-op generator, so a seeded reset reproduces a
@@ -40,11 +41,9 @@ import numpy as np
 from envhive._extras import require
 from envhive.envs.atari._frames import area_plan
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
-from envhive.errors import ActionError, ResetNeededError
+from envhive.errors import ActionError, ConfigError, ResetNeededError
 
-__all__ = ["AtariEnv", "seed_words", "draw_noops"]
-
-_RAW_H, _RAW_W = 210, 160
+__all__ = ["AtariEnv", "seed_words", "draw_noops", "check_mode"]
 
 
 def seed_words(seed: int | None) -> tuple[int, int]:
@@ -80,6 +79,7 @@ def _load_ale(rom: str, options: AtariOptions, seed: int) -> Any:
     ale.setFloat("repeat_action_probability", float(options.repeat_action_probability))
     ale.setInt("random_seed", int(seed))
     ale.loadROM(str(ale_py.roms.get_rom_path(rom)))
+    check_mode(options, ale.getAvailableModes(), ale.getAvailableDifficulties())
     _set_mode(ale, options)
     return ale
 
@@ -89,6 +89,29 @@ def _set_mode(ale: Any, options: AtariOptions) -> None:
         ale.setMode(options.mode)
     if options.difficulty >= 0:
         ale.setDifficulty(options.difficulty)
+
+
+def check_mode(options: AtariOptions, modes: Any, difficulties: Any) -> None:
+    """Raise :class:`ConfigError` when ``options`` ask for a mode or difficulty the ROM does
+    not have (``modes``/``difficulties``: ALE's lists for it).
+
+    Examples:
+        >>> try:
+        ...     check_mode(AtariOptions("pong", mode=99), [0, 1], [0, 1, 2, 3])
+        ... except ConfigError as err:
+        ...     print(err)
+        envhive/Pong-v5: mode: expected one of the ROM's modes [0, 1] (or -1: its default), got 99
+    """
+    for name, value, valid in (("mode", options.mode, modes), ("difficulty", options.difficulty, difficulties)):
+        valid = sorted(int(v) for v in valid)
+        if value != -1 and value not in valid:
+            noun = "difficulties" if name == "difficulty" else "modes"
+            raise ConfigError(f"{options_id(options)}: {name}: expected one of the ROM's {noun} {valid} "
+                              f"(or -1: its default), got {value}")
+
+
+def options_id(options: AtariOptions) -> str:
+    return f"envhive/{game_name(options.game)}-v5"
 
 
 class AtariEnv(gym.Env):
@@ -122,14 +145,19 @@ class AtariEnv(gym.Env):
         self._fire = o.use_fire_reset and any(a == self._fire_action for a in self._actions)
         channels = 1 if o.gray_scale else 3
         self._channels = channels
-        raw = (_RAW_H, _RAW_W) if o.gray_scale else (_RAW_H, _RAW_W, 3)
+        # The ROM's whole screen (210 lines, or up to 250); frames are made of all of it, or
+        # of EnvPool's top 210 lines (``envpool_crop``).
+        height, width = (int(d) for d in self.ale.getScreenDims())
+        self._rows = min(height, 210) if o.envpool_crop else height
+        raw = (height, width) if o.gray_scale else (height, width, 3)
         self._pool = [np.zeros(raw, np.uint8), np.zeros(raw, np.uint8)]
+        self._frames = [p[:self._rows] for p in self._pool]  # the rows frames are made of
         self._stack = np.zeros(o.obs_shape, np.uint8)
         self._resized = np.zeros((o.img_height, o.img_width) + ((3,) if channels == 3 else ()), np.uint8)
         self._screen = self.ale.getScreenGrayscale if o.gray_scale else self.ale.getScreenRGB
         # Gray frames shrunk by OpenCV's generic area path are resized in C, bit-identical;
         # OpenCV is imported only for the others (it adds ~30 MB to each worker process).
-        self._plan = (area_plan((_RAW_H, _RAW_W), (o.img_height, o.img_width))
+        self._plan = (area_plan((self._rows, width), (o.img_height, o.img_width))
                       if o.gray_scale and o.use_inter_area_resize else None)
         self._cv2: Any = None
         if self._plan is None:
@@ -209,23 +237,25 @@ class AtariEnv(gym.Env):
         return self._stack.copy(), self._info(0.0)
 
     def _info(self, reward: float) -> dict[str, Any]:
-        return {
+        info = {
             "lives": np.int32(self._lives),
             "reward": np.float32(reward),
             "terminated": np.int32(self.ale.game_over()),
-            "elapsed_step": np.int32(self._elapsed),
         }
+        if self.options.ram_info:  # EnvPool's order: ram before elapsed_step
+            info["ram"] = self.ale.getRAM()
+        info["elapsed_step"] = np.int32(self._elapsed)
+        return info
 
     def _push(self, push_all: bool, maxpool: bool) -> None:
         """Max-pool the two captured screens (if asked), resize, push onto the stack; with
         ``push_all`` (a new game) pad the rest of the stack as ``stack_padding`` says."""
-        o, stack, c = self.options, self._stack, self._channels
+        o, stack, c, (frame, other) = self.options, self._stack, self._channels, self._frames
         if self._plan is not None:  # C, bit-identical to cv2 (envs/atari/_frames.py)
-            self._plan.push(self._pool[0], self._pool[1], maxpool, stack)
+            self._plan.push(frame, other, maxpool, stack)
         else:
-            frame = self._pool[0]
             if maxpool:
-                np.maximum(frame, self._pool[1], out=frame)
+                np.maximum(frame, other, out=frame)
             if (o.img_height, o.img_width) == frame.shape[:2]:
                 self._resized[...] = frame
             else:
@@ -290,10 +320,12 @@ class AtariEnv(gym.Env):
         return self._lives, self.raw_reward, int(self.ale.game_over()), self._elapsed
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
-        """The raw RGB screen (``render_mode="rgb_array"``), shape ``(210, 160, 3)``."""
+        """The raw RGB screen (``render_mode="rgb_array"``), shape ``(height, 160, 3)``: the
+        ROM's whole screen (210 lines for most ROMs), or with ``envpool_crop`` its top 210
+        lines, as EnvPool renders."""
         if self.render_mode != "rgb_array":
             return None
-        return np.asarray(self.ale.getScreenRGB())
+        return np.asarray(self.ale.getScreenRGB())[:self._rows]
 
     def close(self) -> None:
         """Release the emulator."""

@@ -154,3 +154,70 @@ def area_plan(src: tuple[int, int], dst: tuple[int, int]) -> AreaPlan | None:
     if max(area_taps(sh, dh)[0].shape[0], area_taps(sw, dw)[0].shape[0]) > _MAX_TAPS:
         return None
     return AreaPlan(src, dst)
+
+
+# ------------------------------------------------------------------ INTER_LINEAR
+def linear_taps(src: int, dst: int) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's ``INTER_LINEAR`` weights of one axis for 8-bit images: ``(index, weights)``:
+    destination pixel ``d`` is ``p[index[d]] * weights[d, 0] + p[index[d] + 1] * weights[d, 1]``
+    (the second pixel clamped to the last), weights in 11-bit fixed point, as
+    ``cv::resize`` computes them (the float offset, its floor, the edge clamps, each weight
+    rounded half to even on its own).
+
+    Examples:
+        >>> index, weights = linear_taps(4, 2)
+        >>> index.tolist(), weights.tolist()
+        ([0, 2], [[1024, 1024], [1024, 1024]])
+    """
+    scale = 1.0 / (dst / src)  # cv::resize: 1 / inv_scale
+    index = np.zeros(dst, np.int64)
+    weights = np.zeros((dst, 2), np.int32)
+    for d in range(dst):
+        fx = np.float32((d + 0.5) * scale - 0.5)
+        sx = int(np.floor(fx))
+        fx = np.float32(fx - np.float32(sx))
+        if sx < 0:
+            fx, sx = np.float32(0.0), 0
+        if sx >= src - 1:
+            fx, sx = np.float32(0.0), src - 1
+        index[d] = sx
+        weights[d] = [int(np.rint((np.float32(1.0) - fx) * np.float32(2048))), int(np.rint(fx * np.float32(2048)))]
+    return index, weights
+
+
+def linear_reference(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``cv2.resize(frame, (w, h), interpolation=cv2.INTER_LINEAR)`` of a uint8 ``frame``
+    (``(H, W)`` or ``(H, W, C)``) as the threaded engine computes it (``_linear.h``): integer
+    horizontal sums, then the vertical sum rounded as OpenCV's vector code rounds it. The
+    readable definition, and what :func:`linear_matches_opencv` holds against OpenCV."""
+    (h, w), (height, width) = size, frame.shape[:2]
+    xi, xa = linear_taps(width, w)
+    yi, yb = linear_taps(height, h)
+    src = frame.astype(np.int64)
+    x1 = np.minimum(xi + 1, width - 1)
+    shape = (1, w) + ((1,) if frame.ndim == 3 else ())
+    rows = src[:, xi] * xa[:, 0].reshape(shape) + src[:, x1] * xa[:, 1].reshape(shape)
+    y1 = np.minimum(yi + 1, height - 1)
+    col = (h, 1) + ((1,) if frame.ndim == 3 else ())
+    top = ((rows[yi] >> 4) * yb[:, 0].reshape(col)) >> 16
+    bottom = ((rows[y1] >> 4) * yb[:, 1].reshape(col)) >> 16
+    return np.clip((top + bottom + 2) >> 2, 0, 255).astype(np.uint8)
+
+
+@functools.lru_cache(maxsize=16)
+def linear_matches_opencv(src: tuple[int, int], dst: tuple[int, int], channels: int) -> bool:
+    """Whether the installed OpenCV's ``INTER_LINEAR`` gives :func:`linear_reference`'s frames
+    for this resize (OpenCV rounds the vertical sum one way in its vector code and another in
+    its scalar tails, and which pixels take which depends on its version and the CPU; where it
+    differs, the engine leaves the resize to OpenCV), on random frames."""
+    try:
+        import cv2
+    except ImportError:
+        return False
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        frame = rng.integers(0, 256, (*src, channels) if channels > 1 else src, dtype=np.uint8)
+        want = cv2.resize(frame, (dst[1], dst[0]), interpolation=cv2.INTER_LINEAR)
+        if not np.array_equal(linear_reference(frame, dst), want):
+            return False
+    return True

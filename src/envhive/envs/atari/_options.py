@@ -39,7 +39,8 @@ from typing import Any
 from envhive.engines._registry import CompiledEnv
 from envhive.errors import ConfigError, ConfigTypeError, UnexpectedKeywordError
 
-__all__ = ["AtariOptions", "ALIASES", "rom_ids", "game_name", "rom_of_game", "atari_entries"]
+__all__ = ["AtariOptions", "ALIASES", "rom_ids", "game_name", "rom_of_game", "atari_entries", "NO_SINGLE_PLAYER",
+           "NOOP_MAX_LIMIT"]
 
 #: ale-py's spelling -> EnvPool's (``max_num_frames_per_episode`` is converted: frames to
 #: agent steps).
@@ -48,6 +49,14 @@ ALIASES = {
     "frameskip": "frame_skip",
     "reward_clipping": "reward_clip",
 }
+
+#: ROMs ale-py ships that ALE cannot run as a single-player game: they have no single-player
+#: settings, and ALE's ``loadROM`` ends the process (``exit(1)``) on them. ale-py's own
+#: gymnasium registration skips them too; envhive has no id for them.
+NO_SINGLE_PLAYER = ("combat", "joust", "maze_craze", "warlords")
+
+#: The largest ``noop_max``: no-op counts are drawn ahead into int32 columns.
+NOOP_MAX_LIMIT = 2**31 - 1
 
 _CHOICES = {
     "reset_order": ("noop_fire", "fire_noop"),
@@ -86,6 +95,13 @@ class AtariOptions:
         life_loss_reset: with ``episodic_life``, the reset after a life loss continues the
             game (``"continue"``, EnvPool) or restarts it (``"full"``, ale-py).
         render_mode: ``None`` or ``"rgb_array"`` (the raw screen).
+        ram_info: add ``info["ram"]``, the console's 128 bytes of RAM after the step or reset
+            (``uint8[128]``, as EnvPool's Atari envs give it; off by default: it costs a copy
+            of 128 bytes per env and step).
+        envpool_crop: EnvPool's frames: resize (and render) only the top 210 lines of the
+            screen, as EnvPool does (envhive uses the whole screen; they differ only for the 13
+            ROMs whose screen is taller, e.g. AirRaid, Carnival, Pooyan). For EnvPool
+            compatibility.
     """
 
     game: str
@@ -110,6 +126,8 @@ class AtariOptions:
     stack_padding: str = "repeat"
     life_loss_reset: str = "continue"
     render_mode: str | None = None
+    ram_info: bool = False
+    envpool_crop: bool = False
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:
@@ -158,13 +176,14 @@ class AtariOptions:
         g = self.game
         for name in ("img_height", "img_width", "stack_num", "frame_skip"):
             _int(g, name, getattr(self, name), 1)
-        _int(g, "noop_max", self.noop_max, 0)
+        _int(g, "noop_max", self.noop_max, 0, NOOP_MAX_LIMIT)
         _int(g, "mode", self.mode, -1)
         _int(g, "difficulty", self.difficulty, -1)
         if self.max_episode_steps is not None:
             _int(g, "max_episode_steps", self.max_episode_steps, 1)
         for name in ("gray_scale", "episodic_life", "zero_discount_on_life_loss", "reward_clip",
-                     "use_fire_reset", "full_action_space", "use_inter_area_resize", "maxpool"):
+                     "use_fire_reset", "full_action_space", "use_inter_area_resize", "maxpool",
+                     "ram_info", "envpool_crop"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(f"envhive/{game_name(g)}-v5: {name}: expected a bool, got {getattr(self, name)!r}")
         p = self.repeat_action_probability
@@ -177,9 +196,10 @@ class AtariOptions:
                 )
 
 
-def _int(game: str, name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"envhive/{game_name(game)}-v5: {name}: expected an int >= {low}, got {value!r}")
+def _int(game: str, name: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        valid = f"in {low}..{high}" if high is not None else f">= {low}"
+        raise ConfigError(f"envhive/{game_name(game)}-v5: {name}: expected an int {valid}, got {value!r}")
     return value
 
 
@@ -205,7 +225,8 @@ _ROMS: list[str] | None = None
 
 
 def rom_ids() -> list[str]:
-    """The ROM ids ale-py ships (``[]`` when ale-py is not installed), sorted.
+    """The ROM ids ale-py ships that ALE runs as single-player games (``[]`` when ale-py is
+    not installed), sorted: every ROM but :data:`NO_SINGLE_PLAYER`.
 
     Examples:
         >>> "pong" in rom_ids() or rom_ids() == []
@@ -215,7 +236,7 @@ def rom_ids() -> list[str]:
     if _ROMS is None:
         path = _rom_dir()
         names = os.listdir(path) if path and os.path.isdir(path) else []
-        _ROMS = sorted(n[:-4] for n in names if n.endswith(".bin"))
+        _ROMS = sorted(n[:-4] for n in names if n.endswith(".bin") and n[:-4] not in NO_SINGLE_PLAYER)
     return _ROMS
 
 
@@ -231,6 +252,10 @@ def rom_of_game(game: str) -> str:
         return game
     if game in roms:
         return roms[game]
+    for rom in NO_SINGLE_PLAYER:
+        if game in (rom, game_name(rom)):
+            raise ConfigError(f"Atari game {game!r}: ALE has no single-player version of this ROM "
+                              "(its loadROM would end the process); ale-py registers no env for it either")
     near = difflib.get_close_matches(game, list(roms), n=3)
     raise ConfigError(
         f"Atari game {game!r}: expected a ROM shipped with ale-py (pip install 'envhive[atari]')"

@@ -15,7 +15,9 @@ terminations and infos for the same actions, and the same reset state for the sa
   OpenGL backend such as ``MUJOCO_GL=egl``); the envs are not ``EzPickle``.
 
 ``ENV_CLASSES`` maps gymnasium ids to classes and ``MAX_EPISODE_STEPS`` gives each id's
-default time limit.
+default time limit. The family owns its native engine (``_native.py``), factory
+(``_factory.py``), registration (``_family.py``, the ``"mujoco"`` engine kind) and the one
+loader of ``libmujoco`` (``_libmujoco.py``).
 
 Examples:
     >>> from envhive.envs.mujoco import ENV_CLASSES, MAX_EPISODE_STEPS
@@ -30,12 +32,20 @@ Examples:
 
 from __future__ import annotations
 
-from envhive.envs.mujoco._ant import AntEnv
-from envhive.envs.mujoco._base import MujocoEnv
-from envhive.envs.mujoco._humanoid import HumanoidEnv
-from envhive.envs.mujoco._pendulum import InvertedDoublePendulumEnv, InvertedPendulumEnv
-from envhive.envs.mujoco._planar import HalfCheetahEnv, HopperEnv, SwimmerEnv, Walker2dEnv
-from envhive.envs.mujoco._reacher import ReacherEnv
+from typing import TYPE_CHECKING, Any
+
+from envhive._extras import lazy_exports
+
+if TYPE_CHECKING:
+    from envhive.envs.mujoco._ant import AntEnv
+    from envhive.envs.mujoco._base import MujocoEnv
+    from envhive.envs.mujoco._humanoid import HumanoidEnv
+    from envhive.envs.mujoco._pendulum import InvertedDoublePendulumEnv, InvertedPendulumEnv
+    from envhive.envs.mujoco._planar import HalfCheetahEnv, HopperEnv, SwimmerEnv, Walker2dEnv
+    from envhive.envs.mujoco._reacher import ReacherEnv
+
+    #: gymnasium id -> class.
+    ENV_CLASSES: dict[str, type[MujocoEnv]]
 
 __all__ = [
     "AntEnv",
@@ -52,17 +62,24 @@ __all__ = [
     "Walker2dEnv",
 ]
 
-ENV_CLASSES: dict[str, type[MujocoEnv]] = {
-    "Ant-v5": AntEnv,
-    "HalfCheetah-v5": HalfCheetahEnv,
-    "Hopper-v5": HopperEnv,
-    "Humanoid-v5": HumanoidEnv,
-    "InvertedDoublePendulum-v5": InvertedDoublePendulumEnv,
-    "InvertedPendulum-v5": InvertedPendulumEnv,
-    "Reacher-v5": ReacherEnv,
-    "Swimmer-v5": SwimmerEnv,
-    "Walker2d-v5": Walker2dEnv,
+#: Where each class lives: imported on first use, so importing this package imports no mujoco
+#: (the engine registry imports its ``_family`` module at every start).
+_MODULES = {
+    "AntEnv": "_ant", "MujocoEnv": "_base", "HumanoidEnv": "_humanoid",
+    "InvertedDoublePendulumEnv": "_pendulum", "InvertedPendulumEnv": "_pendulum",
+    "HalfCheetahEnv": "_planar", "HopperEnv": "_planar", "SwimmerEnv": "_planar",
+    "Walker2dEnv": "_planar", "ReacherEnv": "_reacher",
 }
+_class, __dir__ = lazy_exports(__name__, {c: f"{__name__}.{m}:{c}" for c, m in _MODULES.items()})
+
+
+def __getattr__(name: str) -> Any:
+    if name != "ENV_CLASSES":
+        return _class(name)
+    classes = {f"{cls[:-3]}-v5": _class(cls) for cls in sorted(_MODULES) if cls != "MujocoEnv"}
+    globals()["ENV_CLASSES"] = classes
+    return classes
+
 
 # gymnasium's registration (gymnasium/envs/__init__.py); each class also defaults to it.
 MAX_EPISODE_STEPS: dict[str, int] = {

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -40,6 +40,8 @@ try:
     import mujoco
 except ImportError:  # pragma: no cover - exercised only where mujoco is missing
     mujoco = None
+
+from envhive.envs.mujoco._libmujoco import mj_rne_post_constraint, mj_step
 
 try:  # The ufunc and the C function np.clip and np.einsum end in, without their wrappers.
     from numpy._core.multiarray import c_einsum
@@ -65,16 +67,6 @@ DEFAULT_SIZE = 480
 StepResult = tuple[NDArray[np.float64], SupportsFloat, bool, bool, dict[str, Any]]
 
 _ndarray = np.ndarray
-
-if mujoco is not None:
-    mj_step: Callable[..., None] = mujoco.mj_step
-    mj_rne_post_constraint: Callable[..., None] = mujoco.mj_rnePostConstraint
-else:  # pragma: no cover
-
-    def _missing(*args: Any, **kwargs: Any) -> None:
-        raise error.DependencyNotInstalled('MuJoCo is not installed, run `pip install "mujoco"`')
-
-    mj_step = mj_rne_post_constraint = _missing
 
 
 def assets_dir() -> str:

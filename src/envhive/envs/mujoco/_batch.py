@@ -5,7 +5,7 @@ one GIL release and re-acquisition per env per step costs more than the physics 
 model (GIL hand-offs between threads). :func:`step_physics` instead runs, for a whole list
 of envs, ``frame_skip`` calls of the C ``mj_step`` each (plus ``mj_rnePostConstraint`` for
 the envs that call it) in a single numba ``nogil`` function that calls ``libmujoco``
-directly through ctypes (``envhive.engines._libmujoco``). The result is bit-identical to ``mujoco.mj_step(model, data,
+directly through ctypes (``envhive.envs.mujoco._libmujoco``). The result is bit-identical to ``mujoco.mj_step(model, data,
 frame_skip)`` (which loops ``mj_step`` in C) followed by ``mujoco.mj_rnePostConstraint``.
 
 When ``libmujoco`` cannot be found next to the ``mujoco`` package, or numba is missing, or the
@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envhive.engines._libmujoco import find_libmujoco, libmujoco_fns
-from envhive.envs.mujoco._base import mj_rne_post_constraint, mj_step
+from envhive.envs.mujoco._libmujoco import (
+    find_libmujoco,
+    libmujoco_fns,
+    mj_rne_post_constraint,
+    mj_step,
+)
 
 if TYPE_CHECKING:
     from envhive.envs.mujoco._base import MujocoEnv

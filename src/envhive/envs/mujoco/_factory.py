@@ -38,6 +38,7 @@ class MujocoFactory:
     def __init__(self, env_cls: type[MujocoEnv], kwargs: dict[str, Any]) -> None:
         self.env_cls = env_cls
         self.kwargs = dict(kwargs)
+        self._bytes: int | None = None  # bytes_per_env, once measured
 
     def __call__(self) -> MujocoEnv:
         return self.env_cls(**self.kwargs)
@@ -47,6 +48,19 @@ class MujocoFactory:
         from envhive.envs.mujoco._native import MujocoEngine
 
         return MujocoEngine(self.env_cls, num_envs, self.kwargs, num_threads)
+
+    def native_problem(self) -> None:
+        """The native engine runs every compiled MuJoCo id wherever mujoco imports."""
+        return None
+
+    def bytes_per_env(self, num_envs: int) -> int:
+        """Memory one env takes: its model and data (an env of each slot, on every executor),
+        twice for the Python objects and arena pages around them, measured on one env."""
+        if self._bytes is None:
+            env = self.env_cls(**self.kwargs)
+            self._bytes = 2 * (int(env.model.nbuffer) + int(env.data.nbuffer)) + 262_144
+            env.close()
+        return self._bytes
 
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one engine."""

@@ -37,7 +37,7 @@ from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import clip as _clip
 from envhive.engines._compiled import pairwise_sum
 from envhive.engines._jit import jit
-from envhive.engines._libmujoco import libmujoco_fns
+from envhive.envs.mujoco._libmujoco import libmujoco_fns
 from envhive.errors import ConfigError
 
 __all__ = [

@@ -56,9 +56,9 @@ from envhive.engines._batched import BatchedOps
 from envhive.engines._compiled import address_to_voidptr as _ptr
 from envhive.engines._compiled import first_bad_action
 from envhive.engines._jit import jit
-from envhive.engines._libmujoco import libmujoco_fns
 from envhive.envs.mujoco._base import MujocoEnv
 from envhive.envs.mujoco._families import _D, _M, _QPOS, _QVEL, Family
+from envhive.envs.mujoco._libmujoco import libmujoco_fns
 from envhive.errors import ConfigError
 
 __all__ = ["MujocoEngine", "build_driver"]

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from envhive.engines._cartpole_math import FORCE_MAG, THETA_THRESHOLD, X_THRESHOLD, euler_step
-from envhive.engines._torch import NoiseStock, TorchBatchedEnv
+from envhive.envs.torch._engine import NoiseStock, TorchBatchedEnv
 
 __all__ = ["TorchCartPole"]
 

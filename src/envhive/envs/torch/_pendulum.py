@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envhive.engines._torch import NoiseStock, TorchBatchedEnv
+from envhive.envs.torch._engine import NoiseStock, TorchBatchedEnv
 
 __all__ = ["TorchPendulum"]
 

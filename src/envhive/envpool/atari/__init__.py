@@ -1,0 +1,9 @@
+"""EnvPool's Atari family (``envpool.atari``), run by envhive's own engines.
+
+Its classes are EnvPool's names over envhive's: see ``envhive.envpool._families`` for which ids
+and options run on envhive's engines (the rest run on EnvPool's).
+"""
+
+from envhive.envpool._modules import own_classes
+
+globals().update(own_classes("atari"))

@@ -1,0 +1,1 @@
+"""``envpool.box2d.registration``: its ids are in ``envhive.envpool.registration.registry``."""

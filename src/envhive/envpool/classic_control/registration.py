@@ -1,0 +1,1 @@
+"""``envpool.classic_control.registration``: its ids are in ``envhive.envpool.registration.registry``."""

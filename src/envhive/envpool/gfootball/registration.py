@@ -1,0 +1,1 @@
+"""``envpool.gfootball.registration``: its ids are in ``envhive.envpool.registration.registry``."""

@@ -1,0 +1,1 @@
+"""``envpool.highway.registration``: its ids are in ``envhive.envpool.registration.registry``."""

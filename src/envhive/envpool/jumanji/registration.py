@@ -1,0 +1,1 @@
+"""``envpool.jumanji.registration``: its ids are in ``envhive.envpool.registration.registry``."""

@@ -1,0 +1,1 @@
+"""``envpool.minigrid.registration``: its ids are in ``envhive.envpool.registration.registry``."""

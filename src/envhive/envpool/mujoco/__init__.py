@@ -1,0 +1,2 @@
+"""EnvPool's MuJoCo families (``envpool.mujoco``): ``gym``, ``dmc``, ``metaworld``,
+``myosuite``, ``playground``, ``robotics``."""

@@ -1,0 +1,1 @@
+"""``envpool.mujoco.dmc.registration``: its ids are in ``envhive.envpool.registration.registry``."""

@@ -1,0 +1,1 @@
+"""``envpool.mujoco.metaworld.registration``: its ids are in ``envhive.envpool.registration.registry``."""

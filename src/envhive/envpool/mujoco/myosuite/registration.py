@@ -1,0 +1,1 @@
+"""``envpool.mujoco.myosuite.registration``: its ids are in ``envhive.envpool.registration.registry``."""

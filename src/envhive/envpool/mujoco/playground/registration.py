@@ -1,0 +1,1 @@
+"""``envpool.mujoco.playground.registration``: its ids are in ``envhive.envpool.registration.registry``."""

@@ -1,0 +1,10 @@
+"""EnvPool's Gymnasium-Robotics family (``envpool.mujoco.robotics``), run by EnvPool's own engine.
+
+Its classes (``...EnvSpec``, ``...DMEnvPool``, ``...GymnasiumEnvPool``, as EnvPool names them)
+are made on first use: the spec from EnvPool's (needs the ``envpool`` extra), the pools
+envhive's.
+"""
+
+from envhive.envpool._modules import foreign_getattr
+
+__getattr__ = foreign_getattr("mujoco.robotics", globals())

@@ -1,0 +1,1 @@
+"""``envpool.mujoco.robotics.registration``: its ids are in ``envhive.envpool.registration.registry``."""

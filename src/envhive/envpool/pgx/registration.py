@@ -1,0 +1,1 @@
+"""``envpool.pgx.registration``: its ids are in ``envhive.envpool.registration.registry``."""

@@ -1,0 +1,1 @@
+"""``envpool.procgen.registration``: its ids are in ``envhive.envpool.registration.registry``."""

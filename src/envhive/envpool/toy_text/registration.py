@@ -1,0 +1,1 @@
+"""``envpool.toy_text.registration``: its ids are in ``envhive.envpool.registration.registry``."""

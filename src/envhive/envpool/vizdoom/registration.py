@@ -1,0 +1,1 @@
+"""``envpool.vizdoom.registration``: its ids are in ``envhive.envpool.registration.registry``."""
