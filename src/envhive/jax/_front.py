@@ -1,10 +1,13 @@
 """``envhive.make(..., api="jax")``: gymnasium's vector API with jax arrays, for any env.
 
 :class:`JaxVectorEnv` is :class:`envhive.VectorEnv` (the same calls, layout and infos) whose
-observations, rewards, flags and numeric infos are jax arrays (:class:`JaxArrays`): on the
-CPU a zero-copy view (dlpack) of the row copies the pool hands out, where their dtype is one
-jax keeps (float64 becomes float32 unless ``jax_enable_x64`` is on; that is a cast, a copy);
-on another device, one host-to-device transfer per array per call (``jax.device_put``).
+observations, rewards, flags and numeric infos are jax arrays (:class:`JaxArrays`). On the
+CPU an array is taken without a copy (dlpack) where jax can take it: a dtype jax keeps
+(float64 becomes float32 unless ``jax_enable_x64`` is on: a cast) and 64-byte aligned memory
+(jax's requirement; numpy's allocations often are not, and then jax copies once). The arrays
+taken are the row copies the pool hands out (``copy=True``), never its buffers, which change
+with every step. On another device, one host-to-device transfer per array per call
+(``jax.device_put``).
 Actions may be jax arrays (read on the host without a copy on the CPU).
 
 Its :meth:`JaxVectorEnv.xla` returns EnvPool's ``(handle, recv, send, step)`` for every env:
