@@ -64,7 +64,7 @@ def _run_for(kernel: Kernel, dtype: np.dtype, ndim: int) -> Any:
     drive = type(kernel).driver()
     act = numba.from_dtype(dtype)
 
-    def ready(table: Any, ids: Any) -> bool:  # pragma: no cover - compiled
+    def ready(table, ids):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
         n = table[_N]
         ops = numba.carray(address_to_voidptr(table[_OPS]), n, np.int8)
         noise_pos = numba.carray(address_to_voidptr(table[_NOISE_POS]), n, np.int64)
