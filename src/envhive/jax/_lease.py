@@ -239,4 +239,6 @@ class Lease:
         global: it may run at interpreter exit (``Pool.__del__``), after they are gone."""
         if not self._closed:
             self._closed = True
-            self._xla.close_driver(self.address)  # marks the shared header closed too
+            close = getattr(self._xla, "close_driver", None)  # None once the interpreter exits
+            if close is not None:
+                close(self.address)  # marks the shared header closed too

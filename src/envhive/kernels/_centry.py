@@ -31,6 +31,7 @@ from numba import types
 
 from envhive._ops import STEP
 from envhive.engines._compiled import address_to_voidptr
+from envhive.engines._jit import jit
 from envhive.kernels._kernel import _N, _NOISE_POS, _OPS, _STOCK, _TABLE_SIZE, Kernel
 
 __all__ = ["kernel_api"]
@@ -50,57 +51,54 @@ class _BatchApi(ctypes.Structure):
                 ("last_error", ctypes.c_void_p), ("env_error", ctypes.c_void_p)]
 
 
-_SIGNATURE = types.int64(types.voidptr, types.CPointer(types.int64), types.int64, types.CPointer(types.int64))
+#: The C signature of ``run`` as numba compiles it: pointers passed as int64 (the same
+#: registers on every 64-bit ABI), so the body is an ordinary cached function of integers.
+_SIGNATURE = types.int64(types.int64, types.int64, types.int64, types.int64)
 _RUNS: dict[tuple[type, np.dtype, int], Any] = {}
+
+
+@jit(nogil=True)
+def _ready(table, ids):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Whether every env of ``ids`` that may reset has a row of draws left."""
+    n = table[_N]
+    ops = numba.carray(address_to_voidptr(table[_OPS]), n, np.int8)
+    noise_pos = numba.carray(address_to_voidptr(table[_NOISE_POS]), n, np.int64)
+    stock = table[_STOCK]
+    for k in range(ids.size):
+        i = ids[k]
+        if ops[i] != STEP and noise_pos[i] >= stock:  # it may reset: Python draws first
+            return False
+    return True
 
 
 def _run_for(kernel: Kernel, dtype: np.dtype, ndim: int) -> Any:
     """The ``run`` cfunc of a kernel family for actions of ``dtype`` and ``ndim`` (1: one per
-    env, 2: rows), compiled once per process."""
+    env, 2: rows), compiled once per process; its body is cached on disk (``engines._jit``)."""
     key = (type(kernel), dtype, ndim)
     run = _RUNS.get(key)
     if run is not None:
         return run
     drive = type(kernel).driver()
     act = numba.from_dtype(dtype)
+    two_d = ndim == 2
 
-    def ready(table, ids):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-        n = table[_N]
-        ops = numba.carray(address_to_voidptr(table[_OPS]), n, np.int8)
-        noise_pos = numba.carray(address_to_voidptr(table[_NOISE_POS]), n, np.int64)
-        stock = table[_STOCK]
-        for k in range(ids.size):
-            i = ids[k]
-            if ops[i] != STEP and noise_pos[i] >= stock:  # it may reset: Python draws first
-                return False
-        return True
+    @jit(nogil=True)
+    def body(handle, ids_at, count, out_at):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        head = numba.carray(address_to_voidptr(handle), _HANDLE_SIZE, np.int64)
+        table = numba.carray(address_to_voidptr(head[_TABLE]), _TABLE_SIZE, np.int64)
+        ids = numba.carray(address_to_voidptr(ids_at), count, np.int64)
+        if not _ready(table, ids):
+            return -2
+        if two_d:
+            drive(ids, numba.carray(address_to_voidptr(head[_ACTIONS]), (table[_N], head[_ITEMS]), act), table, False)
+        else:
+            drive(ids, numba.carray(address_to_voidptr(head[_ACTIONS]), table[_N], act), table, False)
+        out = numba.carray(address_to_voidptr(out_at), count, np.int64)
+        out[:] = ids
+        return count
 
-    ready_c = numba.njit(ready)
-
-    if ndim == 1:
-        def run(handle, ids_p, count, out_p):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-            head = numba.carray(handle, _HANDLE_SIZE, np.int64)
-            table = numba.carray(address_to_voidptr(head[_TABLE]), _TABLE_SIZE, np.int64)
-            ids = numba.carray(ids_p, count)
-            if not ready_c(table, ids):
-                return -2
-            actions = numba.carray(address_to_voidptr(head[_ACTIONS]), table[_N], act)
-            drive(ids, actions, table, False)
-            out = numba.carray(out_p, count)
-            out[:] = ids
-            return count
-    else:
-        def run(handle, ids_p, count, out_p):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-            head = numba.carray(handle, _HANDLE_SIZE, np.int64)
-            table = numba.carray(address_to_voidptr(head[_TABLE]), _TABLE_SIZE, np.int64)
-            ids = numba.carray(ids_p, count)
-            if not ready_c(table, ids):
-                return -2
-            actions = numba.carray(address_to_voidptr(head[_ACTIONS]), (table[_N], head[_ITEMS]), act)
-            drive(ids, actions, table, False)
-            out = numba.carray(out_p, count)
-            out[:] = ids
-            return count
+    def run(handle, ids_at, count, out_at):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+        return body(handle, ids_at, count, out_at)
 
     compiled = numba.cfunc(_SIGNATURE)(run)
     _RUNS[key] = compiled
