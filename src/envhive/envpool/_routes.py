@@ -34,6 +34,7 @@ import numpy as np
 
 from envhive.envpool._arrays import ArraySpec, gym_space, space_arrays
 from envhive.envpool._families import COMMON, OWN
+from envhive.envs.envpool._engine import WRAPPER_KEYS
 from envhive.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "Arrays", "route_of", "WRAPPER_KEYS"]
 
-#: EnvPool ``make`` keywords its Python wrapper keeps (rendering), not config values.
-WRAPPER_KEYS = ("render_mode", "render_env_id", "render_width", "render_height", "render_camera_id")
 #: Config values envhive sets itself for an engine.
 _POOL_KEYS = ("num_envs", "batch_size", "num_threads", "seed", "env_seed")
 _INT32 = (-(2**31), 2**31 - 1)
