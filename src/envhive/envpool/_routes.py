@@ -313,6 +313,7 @@ def _atari_route(spec: EnvSpec, task_id: str, config: Any, steps: int, render: A
     options["game"] = config.task
     options["max_episode_steps"] = steps
     options["envpool_crop"] = True  # EnvPool resizes the top 210 lines of taller screens
+    options["envpool_seeding"] = True  # a seed gives EnvPool's episodes
     options["ram_info"] = True  # EnvPool's info["ram"]
     if render:
         options["render_mode"] = render
