@@ -40,6 +40,7 @@ from envhive.engines._protocol import AsyncEngine, Engine, NativeFactory, StepAl
 from envhive.engines._registry import (
     CompiledEnv,
     EngineKind,
+    class_factory,
     compiled_env,
     compiled_ids,
     engine_kind,
@@ -61,6 +62,7 @@ __all__ = [
     "engine_kind",
     "engine_kinds",
     "native_factory",
+    "class_factory",
     "compiled_ids",
     "compiled_env",
     "family_of",
