@@ -41,6 +41,14 @@ head/base). About 15 minutes on 2 cores::
 
     python benchmarks/compare_commits.py --matrix --base e4b8406 --json /tmp/compare_matrix.json
 
+``--paired ROUNDS`` keeps base, head and the peer alive side by side (one worker process each,
+built and warmed up once) and times one span of each per round, the order alternating; the
+head/base figure is then the median of the per-round ratios, with their quartiles. Neighbouring
+spans see the same machine, so drift slower than a span cancels out: on a shared or throttled
+machine it separates base and head far better than fresh subprocesses a minute apart::
+
+    python benchmarks/compare_commits.py --base e4b8406 --paired 16 --json /tmp/paired.json
+
 Smoke run (about a minute)::
 
     python benchmarks/compare_commits.py --quick
@@ -204,24 +212,25 @@ def _check_tree(tree: str) -> dict[str, Any]:
     return {"envhive_file": where, "compiled_runner": True}
 
 
-def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``.
+class _Runner:
+    """One runner, built and warmed up: :meth:`span` times calls for about ``seconds``.
 
     ``mode="sync"``: ``env.step(actions)``. ``mode="async"`` (and the async kinds): EnvPool's
     loop on a pool with ``batch_size = max(1, n // 2)``: ``recv()`` a batch, ``send`` its
     actions back to the envs it names (``info["env_id"]``); a call is one recv + one send, and
     counts ``batch_size`` env-steps."""
-    kind, env_id = spec["kind"], spec["env_id"]
-    n = int(spec.get("num_envs", NUM_ENVS))
-    mode = "async" if kind in ASYNC_KINDS else spec.get("mode", "sync")
-    seconds, reps = float(spec["seconds"]), int(spec["reps"])
-    result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n, "mode": mode}
-    if kind in ENVHIVE_KINDS:
-        result.update(_check_tree(spec["tree"]))
-    t0 = time.perf_counter()
-    k = max(1, n // 2) if mode == "async" else n
-    env, space = _make(kind, env_id, n, k if mode == "async" else None)
-    try:
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        kind, env_id = spec["kind"], spec["env_id"]
+        n = int(spec.get("num_envs", NUM_ENVS))
+        mode = "async" if kind in ASYNC_KINDS else spec.get("mode", "sync")
+        self.result: dict[str, Any] = {"kind": kind, "env_id": env_id, "num_envs": n, "mode": mode}
+        if kind in ENVHIVE_KINDS:
+            self.result.update(_check_tree(spec["tree"]))
+        t0 = time.perf_counter()
+        self.k = k = max(1, n // 2) if mode == "async" else n
+        env, space = _make(kind, env_id, n, k if mode == "async" else None)
+        self.env = env
         acts = _actions(space, k, N_ACTIONS)
         if mode == "async":
             env.async_reset()
@@ -234,30 +243,56 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
             def call(i: int) -> None:
                 env.step(acts[i % N_ACTIONS])
-        warm_end = time.perf_counter() + min(0.5, seconds / 2)
+        self.call = call
+        warm_end = time.perf_counter() + min(0.5, float(spec["seconds"]) / 2)
         i = 0
         while i < 20 or time.perf_counter() < warm_end:  # JIT, caches, worker start-up
             call(i)
             i += 1
-        result["setup_s"] = time.perf_counter() - t0
-        rates, calls_per_rep = [], []
-        for _ in range(reps):
-            calls = 0
-            start = time.perf_counter()
-            deadline = start + seconds
-            while True:
-                for _ in range(10):
-                    call(calls)
-                    calls += 1
-                now = time.perf_counter()
-                if now >= deadline:
-                    break
-            rates.append(calls * k / (now - start))
-            calls_per_rep.append(calls)
+        self.calls = i
+        self.result["setup_s"] = time.perf_counter() - t0
+
+    def span(self, seconds: float) -> float:
+        """Env-steps per second over one timed span of about ``seconds``."""
+        call, calls = self.call, 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        while True:
+            for _ in range(10):
+                call(self.calls + calls)
+                calls += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        self.calls += calls
+        return calls * self.k / (now - start)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure one runner: median env-steps/s over ``reps`` timed spans of ``seconds``."""
+    runner = _Runner(spec)
+    try:
+        rates = [runner.span(float(spec["seconds"])) for _ in range(int(spec["reps"]))]
     finally:
-        env.close()
-    result.update(rep_rates=rates, calls=calls_per_rep, rate=statistics.median(rates))
-    return result
+        runner.close()
+    return {**runner.result, "rep_rates": rates, "rate": statistics.median(rates)}
+
+
+def serve(spec: dict[str, Any]) -> None:
+    """``--paired``'s worker: build the runner, print ``READY``, then one timed span per ``go``
+    line on stdin (``RATE <steps/s>`` back), until ``quit`` or end of input."""
+    runner = _Runner(spec)
+    try:
+        print("READY " + json.dumps(runner.result), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "go":
+                break
+            print(f"RATE {runner.span(float(spec['seconds']))!r}", flush=True)
+    finally:
+        runner.close()
 
 
 # --------------------------------------------------------------------------- driver side
@@ -326,6 +361,107 @@ def run_one(spec: dict[str, Any], tree: Path | None, timeout: float) -> dict[str
     return {**record, **json.loads(lines[-1][len("RESULT "):])}
 
 
+class _Server:
+    """A ``--paired`` worker subprocess (:func:`serve`): one runner kept alive across spans."""
+
+    def __init__(self, spec: dict[str, Any], tree: Path | None, timeout: float) -> None:
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        if tree is not None:
+            env["PYTHONPATH"] = str(tree / "src")
+            spec = {**spec, "tree": str(tree)}
+        self.timeout = timeout
+        self.error: str | None = None
+        self.info: dict[str, Any] = {}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE), "--serve", json.dumps(spec)], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tempfile.gettempdir())
+        line = self._line()
+        if line is not None and line.startswith("READY "):
+            self.info = json.loads(line[len("READY "):])
+        elif self.error is None:
+            self.error = self._fail()
+
+    def _line(self) -> str | None:
+        """The worker's next line, or None (``self.error`` says why) after ``timeout``."""
+        import selectors
+
+        assert self.proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(self.timeout):
+                self.error = f"no answer within {self.timeout:.0f}s"
+                return None
+        line = self.proc.stdout.readline()
+        return line.strip() or None
+
+    def _fail(self) -> str:
+        self.close()
+        err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+        return (err.strip().splitlines() or ["no output"])[-1]
+
+    def span(self) -> float | None:
+        """One timed span; None once the worker has failed."""
+        if self.error is not None:
+            return None
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.error = self._fail()
+            return None
+        line = self._line()
+        if line is None or not line.startswith("RATE "):
+            if self.error is None:
+                self.error = self._fail()
+            return None
+        return float(line[len("RATE "):])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_paired(spec: dict[str, Any], peer_spec: dict[str, Any] | None, base: Path, head: Path,
+               rounds: int, timeout: float) -> dict[str, Any]:
+    """Base, head (and the peer) kept alive side by side, one span each per round, the order
+    alternating (base head peer, peer head base, ...): neighbouring spans see the same machine,
+    so the per-round ratio head/base cancels drift slower than a span."""
+    servers = {"base": _Server(spec, base, timeout), "head": _Server(spec, head, timeout)}
+    if peer_spec is not None:
+        servers["peer"] = _Server(peer_spec, None, timeout)
+    try:
+        rates: dict[str, list[float]] = {k: [] for k in servers}
+        ratios: list[float] = []
+        for r in range(rounds):
+            order = list(servers) if r % 2 == 0 else list(reversed(servers))
+            got = {k: servers[k].span() for k in order}
+            for k, v in got.items():
+                if v is not None:
+                    rates[k].append(v)
+            if got["base"] and got["head"]:
+                ratios.append(got["head"] / got["base"])
+    finally:
+        for s in servers.values():
+            s.close()
+    out: dict[str, Any] = {"rates": rates, "head_base_ratios": ratios,
+                           "errors": {k: s.error for k, s in servers.items() if s.error}}
+    if ratios:
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        out.update(ratio=statistics.median(ratios), ratio_q1=q[0], ratio_q3=q[2])
+    return out
+
+
 def _version(module: str) -> str | None:
     try:
         from importlib.metadata import version
@@ -383,8 +519,12 @@ def table(entries: list[dict[str, Any]]) -> str:
              "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
         peer = "-" if e["peer"] is None else f"{_fmt(e['peer_rate'])} ({PEER_NAMES[e['peer']]})"
+        ratio = _ratio(e["head"], e["base"])
+        if (paired := e.get("paired")) and "ratio" in paired:
+            # the median of the per-round ratios, with their quartiles
+            ratio = f"{paired['ratio']:.3f} ({paired['ratio_q1']:.2f}-{paired['ratio_q3']:.2f})"
         lines.append(f"| {e['name']} | {_fmt(e['base'])} | {_fmt(e['head'])} | "
-                     f"{_ratio(e['head'], e['base'])} | {peer} | {_ratio(e['head'], e['peer_rate'])} |")
+                     f"{ratio} | {peer} | {_ratio(e['head'], e['peer_rate'])} |")
     return "\n".join(lines)
 
 
@@ -417,6 +557,22 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
         spec = {"kind": b["kind"], "env_id": b["env_id"], "seconds": args.seconds,
                 "reps": args.reps, "num_envs": b["num_envs"], "mode": b.get("mode", "sync")}
         peer_spec = None if b["peer"] is None else {**spec, "kind": b["peer"], "env_id": b["peer_id"]}
+        if args.paired:
+            if b["peer"] in missing:
+                peer_spec = None
+            paired = run_paired(spec, peer_spec, base, head, args.paired, args.timeout)
+            med = {k: statistics.median(v) if v else None for k, v in paired["rates"].items()}
+            entry = {"name": b["name"], "envhive": spec, "peer": b["peer"],
+                     "peer_spec": peer_spec, "base": med["base"], "head": med["head"],
+                     "peer_rate": med.get("peer"), "paired": paired}
+            out["benchmarks"].append(entry)
+            ratio = paired.get("ratio")
+            print(f"# {b['name']}: base {_fmt(entry['base'])}, head {_fmt(entry['head'])}, "
+                  f"paired head/base {'n/a' if ratio is None else f'{ratio:.3f}'} "
+                  f"({time.perf_counter() - t_start:.0f}s)"
+                  + (f"; errors: {paired['errors']}" if paired["errors"] else ""),
+                  file=sys.stderr, flush=True)
+            continue
         samples: dict[str, list[dict[str, Any]]] = {"base": [], "head": [], "peer": []}
         for r in range(args.repeats):
             order = [("base", base), ("head", head)]
@@ -442,6 +598,10 @@ def compare(args: argparse.Namespace, base: Path, head: Path, out: dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", help=argparse.SUPPRESS)
+    ap.add_argument("--paired", type=int, default=0, metavar="ROUNDS",
+                    help="keep base, head and peer alive side by side and time ROUNDS spans of "
+                         "each, alternating; head/base is the median of the per-round ratios")
     ap.add_argument("--base", default="e95c985", help="git ref or commit to compare against")
     ap.add_argument("--head", type=Path, default=REPO,
                     help="source tree to test (its src/ goes on PYTHONPATH; C loop built in place)")
@@ -462,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
                          "native CartPole/HalfCheetah/Ant (see the module docstring)")
     args = ap.parse_args(argv)
 
+    if args.serve:
+        serve(json.loads(args.serve))
+        return 0
     if args.worker:
         print("RESULT " + json.dumps(worker(json.loads(args.worker))), flush=True)
         return 0
@@ -482,7 +645,9 @@ def main(argv: list[str] | None = None) -> int:
         "num_envs": None if args.matrix else args.num_envs, "matrix": args.matrix,
         "repeats": args.repeats, "reps": args.reps,
         "seconds": args.seconds, "quick": args.quick,
-        "unit": "env-steps per second (calls x num_envs / s); medians over repeats",
+        "paired_rounds": args.paired,
+        "unit": "env-steps per second (calls x num_envs / s); medians over repeats"
+                + (" (rounds); head/base: median of the per-round ratios" if args.paired else ""),
         "setup_commands": [], "benchmarks": [],
     }
     t0 = time.perf_counter()
@@ -502,7 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(out["benchmarks"]))
     envs = "num_envs as named" if args.matrix else f"{args.num_envs} envs unless the name says"
-    print(f"\n{out['wall_seconds']:.0f}s wall; medians of {args.repeats} interleaved repeats, "
+    how = (f"{args.paired} paired rounds (head/base: median and quartiles of the per-round ratios)"
+           if args.paired else f"medians of {args.repeats} interleaved repeats")
+    print(f"\n{out['wall_seconds']:.0f}s wall; {how}, "
           f"{envs}, env-steps/s; load {out['machine'].get('loadavg_start')} -> "
           f"{out['machine']['loadavg_end']}", file=sys.stderr)
     if args.json:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import envhive
+from envhive._autoreset import AutoresetMode, plan_ops, plan_ops_into
 from envhive._batch import FIRST, LAST, MID, NO_OP
 from envhive._ops import (
     RESET,
@@ -233,3 +234,25 @@ def test_env_steps_count_real_steps(mode: str) -> None:
             if mode == "disabled" and ended.any():
                 env.reset(options={"reset_mask": ended})
                 split.reset(options={"reset_mask": ended})
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("ended", [None, [0, 0, 0], [0, 1, 0], [1, 1, 1]])
+def test_the_plan_of_each_mode(mode: AutoresetMode, ended: list[int] | None) -> None:
+    """The op each env gets: same_step always STEP_RESET; next_step RESET for an ended env and
+    STEP otherwise; disabled always STEP (it never plans a reset: the pool refuses to step an
+    ended env before planning, see test_disabled_refuses_a_step_of_an_ended_env). The
+    in-place planner writes the same ops and returns how many resets it planned."""
+    mask = None if ended is None else np.array(ended, bool)
+    if mode is AutoresetMode.SAME_STEP:
+        want = [STEP_RESET] * 3
+    elif mode is AutoresetMode.NEXT_STEP and ended is not None:
+        want = [RESET if e else STEP for e in ended]
+    else:
+        want = [STEP] * 3
+    got = np.broadcast_to(np.asarray(plan_ops(mode, mask)), (3,))
+    assert got.tolist() == want
+    out = np.full(3, 99, np.int8)
+    flags = np.zeros(3, np.int8) if ended is None else np.array(ended, np.int8)
+    assert plan_ops_into(mode, flags, int(flags.sum()), out) == want.count(RESET)
+    assert out.tolist() == want

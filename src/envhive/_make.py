@@ -13,10 +13,8 @@ from envhive._autoreset import parse_autoreset
 from envhive._memory import check_fits, size_text
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
-from envhive.engines import NativeFactory
+from envhive.engines import NativeFactory, class_factory
 from envhive.envs.multiagent._parallel import is_parallel_env
-from envhive.envs.torch import TorchBatchedEnv
-from envhive.envs.torch._factory import TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._flat import FlatAgents
@@ -137,10 +135,10 @@ def _resolve_envs(
         return [factory] * num_envs, name
     if _is_env_instance(env):
         raise ConfigError(_INSTANCE_HINT.format(name=_instance_name(env)))
-    if isinstance(env, type) and issubclass(env, TorchBatchedEnv):
-        # A torch batched env class: the whole batch is one object (native executor), or
-        # batches of one on the other executors.
-        return [TorchEnvFactory(env, dict(env_kwargs or {}), max_episode_steps)] * num_envs, env.__name__
+    if isinstance(env, type) and (native := class_factory(env, env_kwargs, max_episode_steps)) is not None:
+        # A family's env class (e.g. a torch batched env): the whole batch is one object on the
+        # native executor, batches of one on the other executors.
+        return [native] * num_envs, env.__name__
     if isinstance(env, Sequence):
         if not env:
             raise ConfigError("env: expected at least one factory, got an empty list")

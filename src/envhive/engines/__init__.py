@@ -47,6 +47,7 @@ from envhive.engines._protocol import (
 from envhive.engines._registry import (
     CompiledEnv,
     EngineKind,
+    class_factory,
     compiled_env,
     compiled_ids,
     engine_kind,
@@ -70,6 +71,7 @@ __all__ = [
     "engine_kind",
     "engine_kinds",
     "native_factory",
+    "class_factory",
     "compiled_ids",
     "compiled_env",
     "family_of",
