@@ -53,17 +53,12 @@ def _interleaved(runs: dict[str, Callable[[], Any]], seconds: float, repeats: in
     return {k: statistics.median(v) for k, v in got.items()}
 
 
-def _jitted_steps(step: Callable[..., Any], handle: Any, action: Any, length: int) -> Callable[[], Any]:
+def _looped(body: Callable[[Any, Any], Any], handle: Any, length: int) -> Callable[[], Any]:
+    """A run of ``length`` jitted iterations of ``body(t, handle) -> handle`` (one program),
+    blocking until it is done; the handle carries on from run to run."""
     import jax
 
-    @jax.jit
-    def loop(handle: Any) -> Any:
-        def body(_: Any, handle: Any) -> Any:
-            handle, _out = step(handle, action)
-            return handle
-
-        return jax.lax.fori_loop(0, length, body, handle)
-
+    loop = jax.jit(lambda handle: jax.lax.fori_loop(0, length, body, handle))
     state = {"handle": handle}
 
     def run() -> None:
@@ -71,6 +66,10 @@ def _jitted_steps(step: Callable[..., Any], handle: Any, action: Any, length: in
         jax.block_until_ready(state["handle"])
 
     return run
+
+
+def _jitted_steps(step: Callable[..., Any], handle: Any, action: Any, length: int) -> Callable[[], Any]:
+    return _looped(lambda _, handle: step(handle, action)[0], handle, length)
 
 
 # -------------------------------------------------------------------------- 1. per call
@@ -105,26 +104,12 @@ def per_call(num_envs: int, seconds: float, repeats: int, length: int) -> dict[s
 # -------------------------------------------------------------------------- 2. rollouts
 def _rollout(recv: Callable[..., Any], send: Callable[..., Any], handle: Any, num_actions: int,
              length: int) -> Callable[[], Any]:
-    import jax
-    import jax.numpy as jnp
+    def body(t: Any, handle: Any) -> Any:
+        handle, (*_, info) = recv(handle)
+        ids = info["env_id"]
+        return send(handle, ((ids + t) % num_actions).astype(ids.dtype), ids)
 
-    @jax.jit
-    def loop(handle: Any) -> Any:
-        def body(t: Any, handle: Any) -> Any:
-            handle, (*_, info) = recv(handle)
-            ids = info["env_id"]
-            action = (ids + t) % num_actions
-            return send(handle, action.astype(jnp.int32), ids)
-
-        return jax.lax.fori_loop(0, length, body, handle)
-
-    state = {"handle": handle}
-
-    def run() -> None:
-        state["handle"] = loop(state["handle"])
-        jax.block_until_ready(state["handle"])
-
-    return run
+    return _looped(body, handle, length)
 
 
 def rollout(game: str, num_envs: int, seconds: float, repeats: int, length: int) -> dict[str, Any]:

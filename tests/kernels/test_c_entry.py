@@ -4,40 +4,14 @@ against the same pool stepped eagerly."""
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
 import envhive
 from envhive._ops import STEP, STEP_RESET
+from tests.capi import api_of, ptr
 
 pytestmark = pytest.mark.timeout(300)
-_i64p = ctypes.POINTER(ctypes.c_int64)
-
-
-class BatchApi(ctypes.Structure):
-    """``envhive_batch_api``, field for field."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint32), ("size", ctypes.c_uint32), ("handle", ctypes.c_void_p),
-        ("num_envs", ctypes.c_int64),
-        ("run", ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, _i64p, ctypes.c_int64, _i64p)),
-        ("start", ctypes.c_void_p), ("collect", ctypes.c_void_p), ("discard", ctypes.c_void_p),
-        ("wait_idle", ctypes.c_void_p), ("last_error", ctypes.c_void_p), ("env_error", ctypes.c_void_p),
-    ]
-
-
-def api_of(capsule) -> BatchApi:
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    api = BatchApi.from_address(get(capsule, b"envhive.batch_api"))
-    assert api.version == 1 and api.size == ctypes.sizeof(BatchApi)
-    return api
-
-
-def ptr(a: np.ndarray):
-    return a.ctypes.data_as(_i64p)
 
 
 @pytest.mark.parametrize("env_id", ["envhive/CartPole-v1", "envhive/Pendulum-v1"])

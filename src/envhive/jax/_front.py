@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from envhive._spaces import Tree, tree_map
+from envhive._spaces import tree_map
 from envhive.errors import ConfigError
 from envhive.frontends._gymnasium import VectorEnv
+from envhive.frontends._torch import ArrayTrees
 
 __all__ = ["JaxVectorEnv", "JaxArrays", "jax_device"]
 
@@ -61,9 +62,9 @@ def jax_device(device: Any) -> Any:
     raise ConfigError(f"device: api='jax' takes a jax Device or a platform name ('cpu', 'gpu'), got {device!r}")
 
 
-class JaxArrays:
+class JaxArrays(ArrayTrees):
     """Converts the front end's numpy results to jax arrays on ``device``, and actions back
-    (the methods of :class:`~envhive.frontends._torch.TorchArrays`, for jax).
+    (as :class:`~envhive.frontends._torch.TorchArrays` does for torch).
 
     Examples:
         >>> import jax, numpy as np
@@ -82,38 +83,16 @@ class JaxArrays:
         self.device = device
         self.on_host = device.platform == "cpu"
 
-    def array(self, a: Any) -> Any:
-        """One numpy array as a jax array on the device (object arrays: elements converted;
-        strings stay numpy)."""
-        if not isinstance(a, np.ndarray):
-            return a
-        if a.dtype == object:
-            out = np.empty(a.shape, dtype=object)
-            for i, v in enumerate(a.flat):
-                out.flat[i] = self.tree(v) if v is not None else None
-            return out
-        if a.dtype.kind not in "biufc":
-            return a
+    def _numeric(self, a: np.ndarray) -> Any:
+        """One numeric array as a jax array on the device."""
         jax = self.jax
         want = jax.dtypes.canonicalize_dtype(a.dtype)
         if self.on_host and a.dtype == want and a.flags.c_contiguous and a.flags.writeable:
-            try:  # zero-copy (jax copies an array whose alignment it cannot take)
+            try:  # no copy (jax copies an array whose alignment it cannot take)
                 return jax.dlpack.from_dlpack(a)
             except (BufferError, TypeError, ValueError, RuntimeError):
                 pass
         return jax.device_put(a.astype(want, copy=False), self.device)
-
-    def tree(self, tree: Tree) -> Any:
-        """A (Dict/Tuple) tree of arrays as the same tree of jax arrays."""
-        if isinstance(tree, np.ndarray):
-            return self.array(tree)
-        if isinstance(tree, (dict, tuple)):
-            return tree_map(self.array, tree)
-        return tree
-
-    def infos(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """gymnasium-layout infos with numeric arrays as jax arrays (nested dicts recurse)."""
-        return {k: self.infos(v) if isinstance(v, dict) else self.array(v) for k, v in infos.items()}
 
     def actions(self, actions: Any) -> Any:
         """Actions as numpy: jax arrays (trees of them) are read on the host."""
