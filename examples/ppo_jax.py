@@ -205,9 +205,9 @@ def main() -> None:
     def gymnax_step(carry: Any, action: jax.Array) -> tuple[Any, tuple[jax.Array, jax.Array, jax.Array]]:
         state, rng = carry
         rng, key = jax.random.split(rng)
-        obs, state, reward, done, _ = jax.vmap(genv.step, (0, 0, 0, None))(
+        obs, state, reward, term, trunc, _ = jax.vmap(genv.step, (0, 0, 0, None))(
             jax.random.split(key, args.num_envs), state, action, params)
-        return (state, rng), (obs, reward, done.astype(jnp.bool_))
+        return (state, rng), (obs, reward, term | trunc)
 
     obs, state = jax.vmap(genv.reset, (0, None))(jax.random.split(jax.random.PRNGKey(1), args.num_envs), params)
     run("gymnax CartPole-v1 (vmapped)", args, gymnax_step, (state, jax.random.PRNGKey(2)), obs, 2)
