@@ -8,6 +8,7 @@ other); misuse is refused with envhive's error's name and loses nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -41,6 +42,7 @@ CASES = {
     "cartpole": ("envhive/CartPole-v1", 8, {}),
     "pong": ("envhive/Pong-v5", 4, None),
     "hopper": ("envhive/Hopper-v5", 4, {}),
+    "torch": ("envhive/TorchCartPole-v1", 4, {}),  # a torch engine on host buffers: run under the GIL
 }
 
 
@@ -50,6 +52,8 @@ def make_pair(case: str, mode: str, batch_size: int | None, seed: int = 3):
         extra = _pong_or_skip()
     if case == "hopper":
         pytest.importorskip("mujoco")
+    if case == "torch":
+        pytest.importorskip("torch")
     threads = extra.get("num_threads")
     kwargs = dict(num_envs=n, batch_size=batch_size, autoreset=mode, seed=seed)
     if threads:
@@ -86,7 +90,7 @@ def test_jitted_send_recv_equals_eager(case, batch, mode):
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-@pytest.mark.parametrize("case", ["cartpole", "pong", "hopper"])
+@pytest.mark.parametrize("case", ["cartpole", "pong", "hopper", "torch"])
 def test_jitted_step_equals_eager_step(case, mode):
     eager, lent = make_pair(case, mode, None)
     table = action_table(eager.single_action_space, eager.num_envs, T)
@@ -216,6 +220,11 @@ def test_pools_that_cannot_be_lent_say_what_to_use():
     env.close()
     with pytest.raises(ClosedError):
         env.xla()
+    if importlib.util.find_spec("envpool") is not None:  # EnvPool's engines: no C entry
+        env = envhive.make("envpool/CartPole-v1", num_envs=2, executor="native")
+        with pytest.raises(ConfigError, match="has no C entry.*api='jax'"):
+            env.xla()
+        env.close()
 
 
 def test_without_jax_the_error_names_the_extra(monkeypatch):
