@@ -97,10 +97,10 @@ def _run_for(kernel: Kernel, dtype: np.dtype, ndim: int) -> Any:
         out[:] = ids
         return count
 
-    def run(handle, ids_at, count, out_at):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    def entry(handle, ids_at, count, out_at):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
         return body(handle, ids_at, count, out_at)
 
-    compiled = numba.cfunc(_SIGNATURE)(run)
+    compiled = numba.cfunc(_SIGNATURE)(entry)
     _RUNS[key] = compiled
     return compiled
 
