@@ -352,7 +352,10 @@ def make(
     check_observation_mode(observation_mode)
     autoreset, device = front.settle(autoreset, copy, device, agent_layout, observation_mode)
     if device is not None:
-        device = torch_device(device)
+        # A torch device, unless the front end hands out arrays of its own (api="jax"): then
+        # the pool keeps numpy arrays and the front end moves them.
+        device = torch_device(device) if front.device_of is None else front.device_of(device)
+    pool_device = device if front.device_of is None else None
     mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     # Refused before anything per env is made (the factories list first of all).
@@ -373,14 +376,14 @@ def make(
         per_env = factories[0].bytes_per_env(len(factories))
         check_fits(len(factories) * per_env, f"{factories[0]!r} x {len(factories):,} "
                    f"({size_text(per_env)} per env: its state and its rows of the pool's buffers)", per_env)
-    if device is not None and isinstance(factories[0], NativeFactory):
+    if pool_device is not None and isinstance(factories[0], NativeFactory):
         # A batch that can live on a device (a torch batched env) is built where its results
         # are wanted (unless env_kwargs say): on the native executor its buffers then live
         # there too (no copies per step). Engines of host arrays ignore it.
-        factories[0].engine_device = device
+        factories[0].engine_device = pool_device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool: Any = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
-                device=device, observation_mode=observation_mode)
+                device=pool_device, observation_mode=observation_mode)
     if agent_layout == "flat":
         pool = _built(lambda: FlatAgents(pool), pool)
     return front.wrap(pool, Wanted(name, device, seed, auto, observation_mode, agent_layout))

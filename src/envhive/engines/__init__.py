@@ -36,7 +36,14 @@ Examples:
 from typing import Any
 
 from envhive.engines._columns import column_index
-from envhive.engines._protocol import AsyncEngine, Engine, NativeFactory, StepAllResult
+from envhive.engines._protocol import (
+    AsyncEngine,
+    CEntry,
+    Engine,
+    HasCEntry,
+    NativeFactory,
+    StepAllResult,
+)
 from envhive.engines._registry import (
     CompiledEnv,
     EngineKind,
@@ -54,6 +61,8 @@ from envhive.engines._registry import (
 __all__ = [
     "Engine",
     "AsyncEngine",
+    "CEntry",
+    "HasCEntry",
     "NativeFactory",
     "StepAllResult",
     "CompiledEnv",

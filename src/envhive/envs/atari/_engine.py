@@ -206,6 +206,10 @@ class AtariThreadEngine(ThreadedEngine):
         self._reseed[i] = ale_seed
         self._has_reseed[i] = True
 
+    def _refill_watch(self) -> tuple[np.ndarray, int] | None:
+        """No-op counts run out when ``stock_used`` reaches ``STOCK``."""
+        return (self._stock_used, STOCK) if self._noops else None
+
     def _refill(self, ids: np.ndarray) -> None:
         """Draw more no-op counts for the envs of ``ids`` that used theirs up."""
         if self._noops and int(self._stock_used.max()) >= STOCK:
