@@ -13,6 +13,9 @@ and envhive runs the same thing another way.
   games through ale-py's exported C++ API (without it, ``envhive/<Game>-v5`` runs ``AtariEnv``
   on the process executor).
   ``-O3`` on purpose (the area resize takes about twice as long at ``-O2``).
+* ``envhive.jax._xla`` is ``env.xla()``'s FFI handlers (``jax.ffi``), compiled against the XLA
+  FFI headers vendored in ``src/envhive/jax/include`` (no jax needed to build; without it,
+  ``xla()`` says the extension is missing).
 """
 
 import sys
@@ -40,6 +43,17 @@ FAMILIES = [
     threaded_family("envhive.testing.counter._counter", ["src/envhive/testing/counter/_module.cpp"]),
 ]
 
+# envhive.jax._xla: the XLA FFI handlers of env.xla(), against the vendored XLA FFI headers
+# (src/envhive/jax/include/xla): building it needs no jax.
+XLA = Extension(
+    "envhive.jax._xla", ["src/envhive/jax/_xla.cpp"], language="c++",
+    include_dirs=[CORE, "src/envhive/jax/include"],
+    # -isystem: the vendored headers' own warnings are not envhive's to fix.
+    extra_compile_args=[] if sys.platform == "win32" else ["-std=c++17", "-O2", "-isystem", "src/envhive/jax/include"],
+    depends=[f"{CORE}/envhive/batch_api.h", *(f"src/envhive/jax/include/xla/ffi/api/{h}" for h in ("api.h", "c_api.h", "ffi.h"))],
+    optional=True,
+)
+
 setup(
     ext_modules=[
         Extension(
@@ -54,6 +68,7 @@ setup(
             depends=["src/envhive/envs/atari/_area.h"],
             optional=True,
         ),
+        XLA,
         *(FAMILIES if sys.platform.startswith("linux") else []),
     ]
 )

@@ -13,12 +13,13 @@ from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import envhive
 from envhive._books import IDLE, PENDING, READY, Books
 from envhive._buffers import Buffers, BufferSpec
 from envhive._ops import Op
 from envhive._pool import Pool
 from envhive._report import Completion
-from envhive.errors import EnvWorkerError, NothingPendingError, WaitTimeoutError
+from envhive.errors import EnvWorkerError, NothingPendingError, PendingCallError, WaitTimeoutError
 from envhive.executors import SerialExecutor
 from envhive.testing import CountingEnv
 
@@ -230,3 +231,60 @@ def test_infos_kept_in_an_engine_table_come_out_as_the_dicts_would(data):
         if want[2] is not None:
             assert np.array_equal(got[2], want[2])
     assert not a.infos and not a.final_infos and not a._num_tabled  # everything taken
+
+
+def test_sync_calls_and_second_sends_are_refused_with_what_is_outstanding():
+    """The books' rules on misuse, word for word: a sync call says how many sent envs are
+    pending and how many are ready; a second send names the env and its state. The serial
+    executor runs a send's ops inside the next recv, so the states here are exact."""
+    env = envhive.make(CountingEnv, 3, executor="serial", batch_size=1)
+    try:
+        env.reset(seed=0)
+        env.send(np.array([1, 1]), np.array([0, 1]))
+        sync = ("{}() called while {} sent env(s) are pending and {} are ready but not received: "
+                "call recv() until every sent env is received before using synchronous calls")
+        with pytest.raises(PendingCallError) as info:
+            env.step(np.ones(3, np.int64))
+        assert str(info.value) == sync.format("step", 2, 0)
+        with pytest.raises(PendingCallError) as info:
+            env.send(np.array([1]), np.array([1]))
+        assert str(info.value) == "send: env 1 is pending; recv() it before sending it again"
+        assert env.recv()[4]["env_id"].tolist() == [0]  # both ran; env 1's result waits
+        with pytest.raises(PendingCallError) as info:
+            env.reset()
+        assert str(info.value) == sync.format("reset", 0, 1)
+        with pytest.raises(PendingCallError) as info:
+            env.send(np.array([0, 1]), np.array([0, 1]))
+        assert str(info.value) == "send: env 1 is ready but not received; recv() it before sending it again"
+        env.send(np.array([1]), np.array([0]))  # env 0 was received: it may go again
+        assert sorted(env.recv()[4]["env_id"].tolist() + env.recv()[4]["env_id"].tolist()) == [0, 1]
+        env.step(np.ones(3, np.int64))  # nothing outstanding: sync calls work again
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_recv_rows_equal_the_sync_rows_with_or_without_copies(copy):
+    """recv() of one env at a time (gathered into preallocated arrays when ``copy=False``)
+    hands out the same observation, reward, flags as a sync step of the same env."""
+    ref = envhive.make(CountingEnv, 3, executor="serial")
+    env = envhive.make(CountingEnv, 3, executor="serial", batch_size=1, copy=copy)
+    try:
+        ref.reset(seed=0)
+        env.reset(seed=0)
+        for t in range(6):
+            acts = np.array([t % 3, (t + 1) % 3, 2])
+            want = ref.step(acts)
+            env.send(acts, np.arange(3))
+            seen = []
+            for _ in range(3):  # compared at once: with copy=False the next recv reuses the arrays
+                row = env.recv()
+                i = int(row[4]["env_id"][0])
+                seen.append(i)
+                np.testing.assert_array_equal(row[0][0], want[0][i])
+                assert row[1][0] == want[1][i] and row[2][0] == want[2][i] and row[3][0] == want[3][i]
+                assert row[1].dtype == np.float64 and row[2].dtype == np.bool_ and row[3].dtype == np.bool_
+            assert sorted(seen) == [0, 1, 2]
+    finally:
+        ref.close()
+        env.close()

@@ -56,6 +56,15 @@ def test_ppo_example_solves_cartpole():
     assert float(text.split("solved: mean return ")[1].split()[0]) >= 475
 
 
+def test_ppo_jax_example_solves_cartpole_in_one_jit():
+    """examples/ppo_jax.py: the whole PPO training in one jax.jit, stepping envhive/CartPole-v1
+    through env.xla(), reaches a mean return of 475."""
+    for module in ("jax", "flax", "optax"):
+        pytest.importorskip(module, reason=f"examples/ppo_jax.py needs {module}")
+    text = run("ppo_jax.py", "--no-gymnax")
+    assert "solved (mean return >= 475)" in text, text
+
+
 def test_multiagent_ppo_example_trains_on_the_flat_view():
     pytest.importorskip("mpe2")
     pytest.importorskip("torch")

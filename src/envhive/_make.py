@@ -13,10 +13,8 @@ from envhive._autoreset import parse_autoreset
 from envhive._memory import check_fits, size_text
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
-from envhive.engines import NativeFactory
+from envhive.engines import NativeFactory, class_factory
 from envhive.envs.multiagent._parallel import is_parallel_env
-from envhive.envs.torch import TorchBatchedEnv
-from envhive.envs.torch._factory import TorchEnvFactory
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
 from envhive.frontends._flat import FlatAgents
@@ -137,10 +135,10 @@ def _resolve_envs(
         return [factory] * num_envs, name
     if _is_env_instance(env):
         raise ConfigError(_INSTANCE_HINT.format(name=_instance_name(env)))
-    if isinstance(env, type) and issubclass(env, TorchBatchedEnv):
-        # A torch batched env class: the whole batch is one object (native executor), or
-        # batches of one on the other executors.
-        return [TorchEnvFactory(env, dict(env_kwargs or {}), max_episode_steps)] * num_envs, env.__name__
+    if isinstance(env, type) and (native := class_factory(env, env_kwargs, max_episode_steps)) is not None:
+        # A family's env class (e.g. a torch batched env): the whole batch is one object on the
+        # native executor, batches of one on the other executors.
+        return [native] * num_envs, env.__name__
     if isinstance(env, Sequence):
         if not env:
             raise ConfigError("env: expected at least one factory, got an empty list")
@@ -354,7 +352,10 @@ def make(
     check_observation_mode(observation_mode)
     autoreset, device = front.settle(autoreset, copy, device, agent_layout, observation_mode)
     if device is not None:
-        device = torch_device(device)
+        # A torch device, unless the front end hands out arrays of its own (api="jax"): then
+        # the pool keeps numpy arrays and the front end moves them.
+        device = torch_device(device) if front.device_of is None else front.device_of(device)
+    pool_device = device if front.device_of is None else None
     mode = parse_autoreset("next_step" if autoreset is None else autoreset)
     num_envs = _positive_int(num_envs, "num_envs")
     # Refused before anything per env is made (the factories list first of all).
@@ -375,14 +376,14 @@ def make(
         per_env = factories[0].bytes_per_env(len(factories))
         check_fits(len(factories) * per_env, f"{factories[0]!r} x {len(factories):,} "
                    f"({size_text(per_env)} per env: its state and its rows of the pool's buffers)", per_env)
-    if device is not None and isinstance(factories[0], NativeFactory):
+    if pool_device is not None and isinstance(factories[0], NativeFactory):
         # A batch that can live on a device (a torch batched env) is built where its results
         # are wanted (unless env_kwargs say): on the native executor its buffers then live
         # there too (no copies per step). Engines of host arrays ignore it.
-        factories[0].engine_device = device
+        factories[0].engine_device = pool_device
     runner, auto = resolve_executor(executor, len(factories), num_workers, factories)
     pool: Any = Pool(factories, runner, autoreset=mode, batch_size=batch_size, seed=seed, copy=copy,
-                device=device, observation_mode=observation_mode)
+                device=pool_device, observation_mode=observation_mode)
     if agent_layout == "flat":
         pool = _built(lambda: FlatAgents(pool), pool)
     return front.wrap(pool, Wanted(name, device, seed, auto, observation_mode, agent_layout))

@@ -156,6 +156,9 @@ class Pool:
         # or __del__ to do (the failing step closed the executor itself).
         self.closed = True
         self._forked_from: int | None = None  # set in a forked child (_left_by_fork)
+        #: Set while the pool is lent to XLA (``envhive.jax._lease.Lease``): every public call
+        #: first calls its ``eager()``, which takes the books back from the XLA path.
+        self._lease: Any = None
         self._launch(factories, device, observation_mode)
         self._all = np.arange(n)
         self._all.flags.writeable = False  # passed to executors for every all-env call
@@ -215,6 +218,8 @@ class Pool:
     @property
     def env_steps(self) -> int:
         """Number of ``env.step`` calls made so far (resets are not steps)."""
+        if self._lease is not None:
+            self._lease.eager()
         return self._life.steps
 
     # ------------------------------------------------------------------ description
@@ -379,6 +384,8 @@ class Pool:
         Rows of envs the mask leaves out have op :data:`~envhive._batch.NO_OP` and repeat their
         current observation.
         """
+        if self._lease is not None:
+            self._lease.eager()
         self._check_sync("reset")
         check_options(options)
         # Envs get the caller's options minus reset_mask (a copy: the caller's dict is not
@@ -403,6 +410,8 @@ class Pool:
         """Step every env with its action (autoreset as planned by the pool's mode)."""
         # A try block costs nothing in CPython 3.11+ until it catches.
         try:
+            if self._lease is not None:
+                self._lease.eager()
             paths, books, life = self._paths, self._books, self._life
             if paths.step_all is not None and not (
                 self.closed or books.in_flight or books.ready or life.any_blocked
@@ -515,6 +524,8 @@ class Pool:
         # The whole call is guarded, checks included: other envs may be in flight, and a
         # Ctrl-C anywhere must leave a pool that reset() takes (see _cut_short).
         try:
+            if self._lease is not None:
+                self._lease.eager()
             self._check_open()
             ids = self._env_ids(env_id)
             self._books.check_idle(ids, "async_reset")
@@ -531,6 +542,8 @@ class Pool:
         ids = self._all[:0]
         dispatched = False
         try:  # guarded whole, as async_reset
+            if self._lease is not None:
+                self._lease.eager()
             self._check_open()
             paths, life = self._paths, self._life
             lean = paths.send_ids(actions, env_id, self._books.status) if (
@@ -555,12 +568,16 @@ class Pool:
     @property
     def pending(self) -> int:
         """How many envs were sent and are not received yet (running, or ready for ``recv``)."""
+        if self._lease is not None:
+            self._lease.eager()
         return self._books.pending
 
     def recv(self) -> Batch:
         """The first ``batch_size`` envs to finish, one row each (``env_ids`` says which)."""
         books, ids, k = self._books, self._all[:0], self.batch_size
         try:  # guarded whole, as send: envs taken off the books are handed out or given up
+            if self._lease is not None:
+                self._lease.eager()
             self._check_open()
             take_finished = self._paths.take_finished
             if take_finished is not None and books.in_flight >= k and books.only_in_flight:
@@ -612,6 +629,8 @@ class Pool:
         n, books = self.num_envs, self._books
         sent = self._all[:0]
         try:  # guarded whole, as send: the books change below (see _books)
+            if self._lease is not None:
+                self._lease.eager()
             self._check_open()
             check_seconds(timeout, "timeout", zero_ok=True)
             # Every env sent: cut short by a Ctrl-C, their rows are lost (they need a reset),
@@ -633,6 +652,8 @@ class Pool:
     ) -> tuple[Any, ...]:
         """Call (or read) ``name`` on every env, or on ``env_ids`` (results in their order):
         a method with ``args``/``kwargs``, an attribute as is (SB3's ``env_method``)."""
+        if self._lease is not None:
+            self._lease.eager()
         self._check_sync("call")
         ids = None if env_ids is None else self._env_ids(env_ids).tolist()
         try:
@@ -644,6 +665,8 @@ class Pool:
     def set_attr(self, name: str, values: Any, env_ids: Any = None) -> None:
         """Set ``name`` on every env (or ``env_ids``): a list/tuple gives one value per env,
         anything else is given to each."""
+        if self._lease is not None:
+            self._lease.eager()
         self._check_sync("set_attr")
         ids = None if env_ids is None else self._env_ids(env_ids).tolist()
         count = self.num_envs if ids is None else len(ids)
@@ -675,6 +698,9 @@ class Pool:
         if not self.closed:
             self.closed = True
             self._books.give_up()
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.close()
         executor = getattr(self, "executor", None)
         if executor is not None:
             executor.close()

@@ -119,16 +119,15 @@ def test_atari_infos_as_envpool_gives_them():
 
 
 def test_atari_ram_and_rendered_screens_equal_envpools_step_for_step():
-    """EnvPool's ``ram`` info (key order, dtype, shape) and, with ``noop_max=1`` (EnvPool draws
-    its random no-op counts otherwise than envhive; with one there is nothing to draw), the
-    values: frames, RAM and rendered screens of both envs, every step of Breakout with
-    episodic life (life losses and the resets after them), on envhive's native engine."""
+    """EnvPool's ``ram`` info (key order, dtype, shape) and the values: frames, RAM and
+    rendered screens of both envs, every step of Breakout with episodic life (life losses and
+    the resets after them, each with EnvPool's random no-ops), on envhive's native engine."""
     from envhive.executors import NativeExecutor
 
     ep = _real()
     runs = []
     for mod in (ep, envpool):
-        env = mod.make_gym("Breakout-v5", num_envs=2, seed=0, noop_max=1, episodic_life=True,
+        env = mod.make_gym("Breakout-v5", num_envs=2, seed=0, episodic_life=True,
                            render_mode="rgb_array")
         try:
             if mod is envpool:
@@ -240,11 +239,36 @@ def test_dm_timesteps_carry_envpools_state():
         env.close()
 
 
-def test_zero_discount_on_life_loss_matches_envpool_step_for_step():
-    """Without random no-ops (noop_max=1) envhive's Atari equals EnvPool frame for frame; the
-    dm discounts then agree, 0.0 wherever a life was lost."""
+@pytest.mark.parametrize("executor", [None, "serial", "process"])
+def test_atari_episodes_equal_envpools_for_the_same_seed(executor):
+    """EnvPool's seeding (a seed seeds ALE and the std::mt19937 of the random no-op counts):
+    the same frames, rewards and ends as EnvPool for the same seed, over many short episodes
+    (a no-op count drawn at each reset) with sticky actions (ALE's generator), on the native
+    engine and on the executors that run envhive's Python ``AtariEnv``."""
     ep = _real()
-    kw = {"num_envs": 2, "noop_max": 1, "zero_discount_on_life_loss": True, "seed": 0}
+    kw = {"num_envs": 3, "seed": 11, "max_episode_steps": 30, "repeat_action_probability": 0.25}
+    extra = {} if executor is None else {"executor": executor}
+    env, ref = envpool.make_gym("Pong-v5", **kw, **extra), ep.make_gym("Pong-v5", **kw)
+    rng = np.random.default_rng(1)
+    ends = 0
+    try:
+        np.testing.assert_array_equal(env.reset()[0], ref.reset()[0])
+        for t in range(130):
+            act = rng.integers(0, 6, 3).astype(np.int32)
+            got, want = env.step(act), ref.step(act)
+            for k, what in ((0, "frames"), (1, "rewards"), (2, "terminated"), (3, "truncated")):
+                np.testing.assert_array_equal(got[k], want[k], err_msg=f"step {t}: {what}")
+            ends += int((got[2] | got[3]).sum())
+    finally:
+        env.close(), ref.close()
+    assert ends >= 9, "too few resets: the no-op draws were hardly compared"
+
+
+def test_zero_discount_on_life_loss_matches_envpool_step_for_step():
+    """envhive's Atari equals EnvPool frame for frame (its random no-ops included); the dm
+    discounts then agree, 0.0 wherever a life was lost."""
+    ep = _real()
+    kw = {"num_envs": 2, "zero_discount_on_life_loss": True, "seed": 0}
     env, ref = envpool.make_dm("Breakout-v5", **kw), ep.make_dm("Breakout-v5", **kw)
     rng = np.random.default_rng(0)
     zeros = 0

@@ -4,53 +4,19 @@ loop (ctypes releases the GIL around each call), and gets what the Python method
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
 import envhive
 from envhive._ops import RESET, STEP_RESET
 from envhive.executors import NativeExecutor
+from tests.capi import api_of, ptr
 
 counter = pytest.importorskip("envhive.testing.counter")
 if counter._engine._counter is None:
     pytest.skip("the counter's C++ module is not built (no C++ compiler)", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(120)
-
-_i64p = ctypes.POINTER(ctypes.c_int64)
-
-
-class BatchApi(ctypes.Structure):
-    """``envhive_batch_api``, field for field."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint32),
-        ("size", ctypes.c_uint32),
-        ("handle", ctypes.c_void_p),
-        ("num_envs", ctypes.c_int64),
-        ("run", ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, _i64p, ctypes.c_int64, _i64p)),
-        ("start", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _i64p, ctypes.c_int64)),
-        ("collect", ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, _i64p)),
-        ("discard", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
-        ("wait_idle", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)),
-        ("last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)),
-        ("env_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64)),
-    ]
-
-
-def api_of(capsule) -> BatchApi:
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    api = BatchApi.from_address(get(capsule, b"envhive.batch_api"))
-    assert api.version == 1 and api.size == ctypes.sizeof(BatchApi)
-    return api
-
-
-def ptr(a: np.ndarray):
-    return a.ctypes.data_as(_i64p)
-
 
 def test_run_start_and_collect_through_the_c_entry_equal_the_reference():
     n = 4

@@ -36,10 +36,18 @@ Examples:
 from typing import Any
 
 from envhive.engines._columns import column_index
-from envhive.engines._protocol import AsyncEngine, Engine, NativeFactory, StepAllResult
+from envhive.engines._protocol import (
+    AsyncEngine,
+    CEntry,
+    Engine,
+    HasCEntry,
+    NativeFactory,
+    StepAllResult,
+)
 from envhive.engines._registry import (
     CompiledEnv,
     EngineKind,
+    class_factory,
     compiled_env,
     compiled_ids,
     engine_kind,
@@ -53,6 +61,8 @@ from envhive.engines._registry import (
 __all__ = [
     "Engine",
     "AsyncEngine",
+    "CEntry",
+    "HasCEntry",
     "NativeFactory",
     "StepAllResult",
     "CompiledEnv",
@@ -61,6 +71,7 @@ __all__ = [
     "engine_kind",
     "engine_kinds",
     "native_factory",
+    "class_factory",
     "compiled_ids",
     "compiled_env",
     "family_of",

@@ -24,7 +24,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,7 +32,7 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "AsyncEngine", "NativeFactory", "NativeProblem", "StepAllResult"]
+__all__ = ["Engine", "AsyncEngine", "HasCEntry", "CEntry", "NativeFactory", "NativeProblem", "StepAllResult"]
 
 
 class NativeProblem(NamedTuple):
@@ -164,6 +164,57 @@ class AsyncEngine(Engine, Protocol):
 
     def discard(self) -> None:
         """Forget every started op not collected yet (queued ones never run)."""
+        ...
+
+
+class CEntry(NamedTuple):
+    """An engine's C entry: how code holding no GIL (envhive's JAX FFI handlers,
+    ``envhive.jax``) runs the ops written in the pool's buffers.
+
+    Attributes:
+        capsule: a PyCapsule named ``"envhive.batch_api"`` holding an ``envhive_batch_api``
+            (``include/envhive/batch_api.h``). With ``start`` and ``collect`` set, ops run
+            beside the caller; with only ``run``, each call finishes its ops, and ``run``
+            returning ``-2`` means that Python must work first (``prepare``), nothing ran.
+        prepare: Python work before the ops of ``ids`` run (an engine's draws ahead running
+            out), called with the GIL; ``None``: none.
+        watch: an int32 column: ``prepare(ids)`` is due when one of ``ids`` has
+            ``watch[i] >= limit`` (``None``: only when ``run`` asks for it).
+        limit: see ``watch``.
+        failed: a bool column set for an env whose op failed (``None``: ops never fail).
+        error: env ``i``'s failed op's message (``kind: text``).
+        settle: called with the GIL before the C entry is used after Python drove the engine
+            (a discard waited out).
+
+    Examples:
+        >>> CEntry(None, None, None, 0, None, str, lambda: None).watch is None
+        True
+    """
+
+    capsule: Any
+    prepare: Callable[[np.ndarray], None] | None
+    watch: np.ndarray | None
+    limit: int
+    failed: np.ndarray | None
+    error: Callable[[int], str]
+    settle: Callable[[], None]
+
+
+@runtime_checkable
+class HasCEntry(Protocol):
+    """An engine whose ops code holding no GIL can run, bound to the pool's buffers
+    (:class:`CEntry`): the threaded C++ engines and the classic-control kernels. Engines
+    without one (MuJoCo, torch) run their ops in Python when a JAX program steps them
+    (``envhive.jax``: ``Engine.run`` called with the GIL).
+
+    Examples:
+        >>> from envhive.kernels import CartPoleKernel, KernelEngine
+        >>> isinstance(KernelEngine(CartPoleKernel(2)), HasCEntry)
+        True
+    """
+
+    def c_entry(self) -> CEntry:
+        """The C entry (call after ``bind``)."""
         ...
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from envhive.engines._protocol import NativeFactory
 
 __all__ = [
+    "class_factory",
     "CompiledEnv",
     "EngineKind",
     "register_kind",
@@ -103,6 +104,9 @@ class CompiledEnv:
 #: ``(entry, env_kwargs, max_episode_steps) -> NativeFactory``: how a kind builds the factory
 #: of one of its ids (``env_kwargs`` already merged over ``entry.kwargs``).
 FactoryBuilder = Callable[[CompiledEnv, dict[str, Any], "int | None"], "NativeFactory"]
+#: ``(env_cls, env_kwargs, max_episode_steps) -> NativeFactory | None``: the factory of an env
+#: class a kind takes as it is, ``None`` for a class that is not the kind's.
+ClassFactoryBuilder = Callable[[type, dict[str, Any], "int | None"], "NativeFactory | None"]
 #: ``(entry, num_envs) -> [(runner label, measured id, build)]``: the peers ``envhive bench``
 #: measures an id against, each ``build()`` returning a gymnasium-style vector env.
 PeerBuilder = Callable[[CompiledEnv, int], list[tuple[str, str, Callable[[], Any]]]]
@@ -126,6 +130,10 @@ class EngineKind:
         prefix: every id of the kind starts with it (``"envpool/"``); its lazy ``entries``
             are then listed only when such an id is looked up or every id is listed
             (``None``: whenever any id is).
+        classes: ``"module:attr"`` of a :data:`ClassFactoryBuilder`, for a kind whose env
+            classes ``envhive.make`` takes as they are (``make(MyTorchEnv, 64)``): given a
+            class, the factory when it is one of the kind's, else ``None`` (its module must
+            be light to import: it is asked about every class given to ``make``).
 
     Examples:
         >>> EngineKind("x", "pkg.mod:factory", "numpy").peers is None
@@ -138,6 +146,7 @@ class EngineKind:
     peers: str | None = None
     entries: str | None = None
     prefix: str | None = None
+    classes: str | None = None
 
 
 _KINDS: dict[str, EngineKind] = {}
@@ -340,6 +349,29 @@ def native_factory(
     """
     build: FactoryBuilder = load_entry_point(engine_kind(entry.engine).factory)
     return build(entry, {**dict(entry.kwargs), **(env_kwargs or {})}, max_episode_steps)
+
+
+def class_factory(
+    env_cls: type, env_kwargs: dict[str, Any] | None, max_episode_steps: int | None
+) -> NativeFactory | None:
+    """The factory of an env class a kind takes as it is (:attr:`EngineKind.classes`), or
+    ``None`` when no kind takes ``env_cls``.
+
+    Examples:
+        >>> from envhive.envs.torch import TorchCartPole
+        >>> class_factory(TorchCartPole, None, None).preferred_executor
+        'native'
+        >>> class_factory(int, None, None) is None
+        True
+    """
+    _discover()
+    for kind in list(_KINDS.values()):
+        if kind.classes is not None:
+            build: ClassFactoryBuilder = load_entry_point(kind.classes)
+            factory = build(env_cls, dict(env_kwargs or {}), max_episode_steps)
+            if factory is not None:
+                return factory
+    return None
 
 
 def load_entry_point(entry_point: str) -> Any:

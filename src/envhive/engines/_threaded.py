@@ -46,11 +46,11 @@ from envhive._infos import InfoTable, row_of
 from envhive._ops import RESET, RESET_REWARD, STEP, STEP_RESET
 from envhive._report import Completion, EnvProps
 from envhive.engines._batched import refuse_reset_options
-from envhive.engines._protocol import StepAllResult
+from envhive.engines._protocol import CEntry, StepAllResult
 from envhive.errors import ConfigError, EnvhiveError, EnvWorkerError
 
 if TYPE_CHECKING:
-    from envhive.engines import AsyncEngine, Engine
+    from envhive.engines import AsyncEngine, Engine, HasCEntry
 
 __all__ = ["ThreadedEngine", "usable_cpus", "runners_for"]
 
@@ -147,6 +147,12 @@ class ThreadedEngine:
 
     def _refill(self, ids: np.ndarray) -> None:
         """Work before the ops of ``ids`` run (nothing by default)."""
+
+    def _refill_watch(self) -> tuple[np.ndarray, int] | None:
+        """When ``_refill`` has work: ``(an int32 column, limit)``, due for the envs whose
+        value reached the limit (``None``: never). Read by code that runs ops without Python
+        (the C entry, :meth:`c_entry`)."""
+        return None
 
     # -- setup ---------------------------------------------------------------------------
     def bind(self, buffers: Buffers) -> None:
@@ -319,6 +325,22 @@ class ThreadedEngine:
         with which code holding no GIL runs ops on the bound buffers (bind first)."""
         return self._games.c_api()
 
+    def c_entry(self) -> CEntry:
+        """The C entry with what its caller needs of Python (``HasCEntry``): the family's
+        ``_refill`` when its watched column says so, the failed column and messages, and a
+        discard waited out before the entry is used."""
+        watch = self._refill_watch()
+        return CEntry(self.c_api(), self._refill, None if watch is None else watch[0],
+                      0 if watch is None else watch[1], self._failed, self._error_text, self._settle_discard)
+
+    def _error_text(self, i: int) -> str:
+        kind, text = self._games.error(i)
+        return f"the env raised {kind}: {self._id}: {text}"
+
+    def _settle_discard(self) -> None:
+        if self._discarded:
+            self._settle()
+
     def close(self) -> None:
         """Stop the threads (an op in flight stops at its next check) and free the envs
         (idempotent)."""
@@ -337,3 +359,6 @@ if TYPE_CHECKING:
 
     def _implements_async(engine: ThreadedEngine) -> AsyncEngine:
         return engine  # ... and against AsyncEngine
+
+    def _implements_c_entry(engine: ThreadedEngine) -> HasCEntry:
+        return engine  # ... and against HasCEntry

@@ -34,6 +34,7 @@ import numpy as np
 
 from envhive.envpool._arrays import ArraySpec, gym_space, space_arrays
 from envhive.envpool._families import COMMON, OWN
+from envhive.envs.envpool._engine import WRAPPER_KEYS
 from envhive.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "Arrays", "route_of", "WRAPPER_KEYS"]
 
-#: EnvPool ``make`` keywords its Python wrapper keeps (rendering), not config values.
-WRAPPER_KEYS = ("render_mode", "render_env_id", "render_width", "render_height", "render_camera_id")
 #: Config values envhive sets itself for an engine.
 _POOL_KEYS = ("num_envs", "batch_size", "num_threads", "seed", "env_seed")
 _INT32 = (-(2**31), 2**31 - 1)
@@ -314,6 +313,7 @@ def _atari_route(spec: EnvSpec, task_id: str, config: Any, steps: int, render: A
     options["game"] = config.task
     options["max_episode_steps"] = steps
     options["envpool_crop"] = True  # EnvPool resizes the top 210 lines of taller screens
+    options["envpool_seeding"] = True  # a seed gives EnvPool's episodes
     options["ram_info"] = True  # EnvPool's info["ram"]
     if render:
         options["render_mode"] = render

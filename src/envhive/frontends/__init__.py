@@ -2,6 +2,8 @@ r"""Front ends: each lays out the pool's neutral :class:`~envhive._batch.Batch` 
 
 * :class:`VectorEnv` (``api="gymnasium"``, the default): gymnasium's vector API, plus
   EnvPool-style ``send``/``recv``.
+* ``JaxVectorEnv`` (``api="jax"``): :class:`VectorEnv` with jax arrays, whose ``xla()`` runs
+  any env inside ``jax.jit`` (``envhive.jax._front``; needs the ``jax`` extra).
 * :class:`DmEnv` (``api="dm_env"``): DeepMind's ``dm_env`` API, batched.
 * ``TorchRLEnv`` (``api="torchrl"``): a ``torchrl.envs.EnvBase``; imported on first use
   (``envhive.frontends.TorchRLEnv``), as it needs the ``torchrl`` extra.

@@ -151,16 +151,17 @@ class VectorEnv(GymVectorEnv):
 
     def __init__(
         self, pool: Pool, *, name: str, chosen_by_auto: bool = False, device: Any = None,
-        observation_mode: Any = "same",
+        observation_mode: Any = "same", arrays: Any = None,
     ) -> None:
         # A pool of one-agent envs comes as that agent's (OneAgent); several agents come
         # flattened (agent_layout="flat": FlatAgents) or are refused.
         pool = check_agent_axis(pool, "gymnasium")
         self._pool = pool
-        # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py).
-        self._torch: TorchArrays | None = None
-        if device is not None:
-            self._torch = TorchArrays(torch_device(device), keep_tensor_actions=pool.resident)
+        # device=None: numpy arrays; a torch device: tensors there (frontends/_torch.py);
+        # ``arrays``: another converter with TorchArrays' methods (api="jax": envhive.jax).
+        self._arrays: Any = arrays
+        if arrays is None and device is not None:
+            self._arrays = TorchArrays(torch_device(device), keep_tensor_actions=pool.resident)
         self._name = name
         self._chosen_by_auto = chosen_by_auto
         self.num_envs = pool.num_envs
@@ -196,8 +197,8 @@ class VectorEnv(GymVectorEnv):
         """
         b = self._pool.reset(seed=seed, options=options)
         infos = _layout(b.infos) if b.infos else {}
-        if self._torch is not None:
-            return self._torch.tree(b.obs), self._torch.infos(infos)
+        if self._arrays is not None:
+            return self._arrays.tree(b.obs), self._arrays.infos(infos)
         return b.obs, infos
 
     def step(self, actions: Any) -> Transition:
@@ -214,8 +215,8 @@ class VectorEnv(GymVectorEnv):
             envhive.ResetNeededError: an env must be reset first (nothing stepped).
             envhive.EnvWorkerError: an env raised; it names the env and carries its traceback.
         """
-        if self._torch is not None:
-            return self._torch_transition(self._pool.step(self._torch.actions(actions)), False)
+        if self._arrays is not None:
+            return self._converted(self._pool.step(self._arrays.actions(actions)), False)
         b = self._pool.step(actions)
         # Unpacking is cheaper than five attribute reads, and this runs on every step.
         _, obs, reward, terminated, truncated, _, _, has_final, infos, _, _ = b
@@ -223,8 +224,8 @@ class VectorEnv(GymVectorEnv):
             return obs, reward, terminated, truncated, gym_infos(b, self._obs_codec)
         return obs, reward, terminated, truncated, {}
 
-    def _torch_transition(self, b: Batch, env_ids: bool) -> Transition:
-        t = self._torch
+    def _converted(self, b: Batch, env_ids: bool) -> Transition:
+        t = self._arrays
         assert t is not None
         infos = gym_infos(b, self._obs_codec, env_ids) if (b.infos or b.has_final is not None or env_ids) else {}
         return (t.tree(b.obs), t.array(b.reward), t.array(b.terminated), t.array(b.truncated),
@@ -364,8 +365,8 @@ class VectorEnv(GymVectorEnv):
         """
         b = self._finish("reset", timeout)
         infos = _layout(b.infos) if b.infos else {}
-        if self._torch is not None:
-            return self._torch.tree(b.obs), self._torch.infos(infos)
+        if self._arrays is not None:
+            return self._arrays.tree(b.obs), self._arrays.infos(infos)
         return b.obs, infos
 
     def step_async(self, actions: Any) -> None:
@@ -386,8 +387,8 @@ class VectorEnv(GymVectorEnv):
             >>> env.close()
         """
         self._start("step")
-        if self._torch is not None:
-            actions = self._torch.actions(actions)
+        if self._arrays is not None:
+            actions = self._arrays.actions(actions)
         self._sent("step", self._pool.send, actions)
 
     def _sent(self, call: str, dispatch: Any, *args: Any, **kwargs: Any) -> None:
@@ -414,8 +415,8 @@ class VectorEnv(GymVectorEnv):
             envhive.EnvWorkerError: an env raised (every env is idle again, as after ``step``).
         """
         b = self._finish("step", timeout)
-        if self._torch is not None:
-            return self._torch_transition(b, False)
+        if self._arrays is not None:
+            return self._converted(b, False)
         if b.infos or b.has_final is not None:
             return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec)
         return b.obs, b.reward, b.terminated, b.truncated, {}
@@ -445,10 +446,10 @@ class VectorEnv(GymVectorEnv):
         if self._waiting is not None:
             self._refuse_during_gym_call("send")
         try:  # a Ctrl-C as the pool's call returns: see Pool.raised_around
-            if self._torch is not None:
-                actions = self._torch.actions(actions)
+            if self._arrays is not None:
+                actions = self._arrays.actions(actions)
                 if env_id is not None:
-                    env_id = self._torch.actions(env_id)
+                    env_id = self._arrays.actions(env_id)
             self._pool.send(actions, env_id)
         except BaseException as err:
             self._pool.raised_around(err)
@@ -465,8 +466,8 @@ class VectorEnv(GymVectorEnv):
         try:
             b = self._pool.recv()
             received = True
-            if self._torch is not None:
-                return self._torch_transition(b, True)
+            if self._arrays is not None:
+                return self._converted(b, True)
             return b.obs, b.reward, b.terminated, b.truncated, gym_infos(b, self._obs_codec, True)
         except BaseException as err:  # in the layout: as if it struck inside recv
             if received:
@@ -491,6 +492,29 @@ class VectorEnv(GymVectorEnv):
             )
 
     # -- extras -----------------------------------------------------------------------
+    def xla(self) -> tuple[Any, Any, Any, Any]:
+        """EnvPool's ``xla()``: ``(handle, recv, send, step)``, jax functions that step this
+        pool inside ``jax.jit`` with no Python per call (envhive's compiled ids on the native
+        executor; MuJoCo's envs run their ops in Python under the GIL). ``recv(handle)``
+        returns ``(handle, (obs, reward, terminated, truncated, info))`` with
+        ``info["env_id"]``; ``send(handle, action, env_id=None)`` returns the handle;
+        ``step`` is both. Eager calls and XLA calls may alternate on the pool (block on the
+        handle before an eager call). Needs ``pip install 'envhive[jax]'``; see docs/jax.md.
+
+        Examples:
+            >>> import envhive, jax, numpy as np
+            >>> env = envhive.make("envhive/CartPole-v1", num_envs=2, seed=0)
+            >>> handle, recv, send, step = env.xla()
+            >>> _ = env.reset()
+            >>> handle, (obs, reward, term, trunc, info) = jax.jit(step)(handle, np.zeros(2, np.int32))
+            >>> obs.shape, reward.tolist(), info["env_id"].tolist()
+            ((2, 4), [1.0, 1.0], [0, 1])
+            >>> env.close()
+        """
+        from envhive.jax._ffi import xla_functions
+
+        return xla_functions(self._pool, self._name)
+
     @property
     def pool(self) -> Pool:
         r"""The pool behind this front end; its calls return neutral :class:`envhive.Batch`\ es."""
@@ -514,8 +538,9 @@ class VectorEnv(GymVectorEnv):
 
     @property
     def device(self) -> Any:
-        """The ``torch.device`` results live on, or ``None`` for numpy arrays."""
-        return None if self._torch is None else self._torch.device
+        """The device results live on (a ``torch.device``; with ``api="jax"``, a jax device),
+        or ``None`` for numpy arrays."""
+        return None if self._arrays is None else self._arrays.device
 
     @property
     def copy(self) -> bool:

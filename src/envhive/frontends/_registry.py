@@ -9,7 +9,7 @@ which closes the pool if the front end cannot be built). A new front end is one 
 
 Examples:
     >>> sorted(FRONT_ENDS)
-    ['dm_env', 'envpool', 'envpool_dm', 'gymnasium', 'pettingzoo', 'pool', 'sb3', 'torchrl']
+    ['dm_env', 'envpool', 'envpool_dm', 'gymnasium', 'jax', 'pettingzoo', 'pool', 'sb3', 'torchrl']
     >>> FRONT_ENDS["sb3"].autoreset
     'same_step'
 """
@@ -61,6 +61,9 @@ class FrontEnd:
         observation_modes: whether it batches observation spaces that differ between envs.
         requires: ``(module, extra)`` pairs imported before anything is built.
         seeds_action_space: ``make(seed=int)`` also seeds the front end's ``action_space``.
+        device_of: the front end's own devices (``api="jax"``: jax devices): ``make(device=)``
+            is settled with it instead of as a torch device, and the pool keeps numpy arrays;
+            ``None``: torch devices.
     """
 
     name: str
@@ -74,6 +77,7 @@ class FrontEnd:
     observation_modes: bool = False
     requires: tuple[tuple[str, str], ...] = ()
     seeds_action_space: bool = False
+    device_of: Callable[[Any], Any] | None = None
 
     def settle(self, autoreset: Any, copy: bool, device: Any, agent_layout: Any,
                observation_mode: Any) -> tuple[Any, Any]:
@@ -89,8 +93,8 @@ class FrontEnd:
             )
         if not self.observation_modes and observation_mode != "same":
             raise ConfigError(
-                f"observation_mode: only api='gymnasium' batches observation spaces that differ "
-                f"between envs (its observation_space); {api} describes one env's space, so "
+                f"observation_mode: only api='gymnasium' and api='jax' batch observation spaces "
+                f"that differ between envs (their observation_space); {api} describes one env's space, so "
                 f"leave observation_mode='same', got {observation_mode!r}"
             )
         if device is not None and self.device_why is not None:
@@ -152,6 +156,19 @@ def _envpool_api(api: str) -> Callable[[Any, Wanted], Any]:
     return build
 
 
+def _jax(pool: Any, w: Wanted) -> Any:
+    from envhive.jax._front import JaxVectorEnv
+
+    return JaxVectorEnv(pool, name=w.name, chosen_by_auto=w.auto, device=w.device,
+                        observation_mode=w.observation_mode)
+
+
+def _jax_device(device: Any) -> Any:
+    from envhive.jax._front import jax_device
+
+    return jax_device(device)
+
+
 def _pettingzoo(pool: Any, w: Wanted) -> Any:
     from envhive.frontends._pettingzoo import PettingZooEnv
 
@@ -163,6 +180,13 @@ FRONT_ENDS: dict[str, FrontEnd] = {
     fe.name: fe
     for fe in (
         FrontEnd("gymnasium", _gymnasium, observation_modes=True, seeds_action_space=True),
+        # gymnasium's layout with jax arrays (zero-copy on the CPU), and xla() for every env
+        # (an ordered io_callback where the pool cannot be lent to XLA): envhive.jax.
+        FrontEnd(
+            "jax", _jax, observation_modes=True, seeds_action_space=True,
+            copy_why="jax arrays are immutable, and views of the pool's buffers change with every step",
+            default_device="cpu", device_of=_jax_device, requires=(("jax", "jax"),),
+        ),
         # The pool's neutral Batch, in any layout (Batch.agents): no front end at all.
         FrontEnd("pool", lambda pool, w: pool),
         FrontEnd(

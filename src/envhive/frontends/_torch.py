@@ -38,7 +38,7 @@ from envhive._extras import require
 from envhive._spaces import Tree, tree_map
 from envhive.errors import ConfigError
 
-__all__ = ["TorchArrays", "torch_device"]
+__all__ = ["ArrayTrees", "TorchArrays", "torch_device"]
 
 
 def torch_device(device: Any) -> Any:
@@ -58,7 +58,42 @@ def torch_device(device: Any) -> Any:
     return dev
 
 
-class TorchArrays:
+class ArrayTrees:
+    """What every front end's array converter shares: object arrays converted element by
+    element, strings kept, trees (Dict/Tuple) and gymnasium-layout infos walked. A subclass
+    converts one numeric array (``_numeric``) and actions (``actions``).
+    """
+
+    def array(self, a: Any) -> Any:
+        """One numpy array converted (object arrays: elements converted; strings as they are)."""
+        if not isinstance(a, np.ndarray):
+            return a
+        if a.dtype == object:
+            out = np.empty(a.shape, dtype=object)
+            for i, v in enumerate(a.flat):
+                out.flat[i] = self.tree(v) if v is not None else None
+            return out
+        if a.dtype.kind not in "biufc":  # strings, bytes: nothing a tensor can hold
+            return a
+        return self._numeric(a)
+
+    def _numeric(self, a: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def tree(self, tree: Tree) -> Any:
+        """A (Dict/Tuple) tree of arrays as the same tree converted."""
+        if isinstance(tree, np.ndarray):
+            return self.array(tree)
+        if isinstance(tree, (dict, tuple)):
+            return tree_map(self.array, tree)
+        return tree
+
+    def infos(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """gymnasium-layout infos with numeric arrays converted (nested dicts recurse)."""
+        return {k: self.infos(v) if isinstance(v, dict) else self.array(v) for k, v in infos.items()}
+
+
+class TorchArrays(ArrayTrees):
     """Converts a front end's numpy results to tensors on ``device``, and actions back.
 
     Args:
@@ -80,33 +115,12 @@ class TorchArrays:
         self._staging: dict[tuple[int, tuple[int, ...], str], tuple[Any, Any]] = {}
 
     # -- results -------------------------------------------------------------------------
-    def array(self, a: Any) -> Any:
-        """One numpy array as a tensor on the device (object arrays: elements converted)."""
-        if not isinstance(a, np.ndarray):
-            return a
-        if a.dtype == object:
-            out = np.empty(a.shape, dtype=object)
-            for i, v in enumerate(a.flat):
-                out.flat[i] = self.tree(v) if v is not None else None
-            return out
-        if a.dtype.kind not in "biufc":  # strings, bytes: nothing a tensor can hold
-            return a
+    def _numeric(self, a: np.ndarray) -> Any:
+        """One numeric array as a tensor on the device."""
         host = self.torch.from_numpy(a if a.flags.writeable else a.copy())
         if self.on_host:
             return host
         return self._to_device(host)
-
-    def tree(self, tree: Tree) -> Any:
-        """A (Dict/Tuple) tree of arrays as the same tree of tensors."""
-        if isinstance(tree, np.ndarray):
-            return self.array(tree)
-        if isinstance(tree, (dict, tuple)):
-            return tree_map(self.array, tree)
-        return tree
-
-    def infos(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """gymnasium-layout infos with numeric arrays as tensors (nested dicts recurse)."""
-        return {k: self.infos(v) if isinstance(v, dict) else self.array(v) for k, v in infos.items()}
 
     def _to_device(self, host: Any) -> Any:
         if not self._pin:

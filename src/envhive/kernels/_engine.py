@@ -21,10 +21,10 @@ import numpy as np
 
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
-from envhive.engines import StepAllResult
+from envhive.engines import CEntry, StepAllResult
 
 if TYPE_CHECKING:
-    from envhive.engines import Engine
+    from envhive.engines import Engine, HasCEntry
 from envhive.engines._batched import ended_rows, refuse_reset_options, reset_seeds, split_ops
 from envhive.errors import ConfigError
 from envhive.kernels._kernel import Binding, Kernel
@@ -33,6 +33,10 @@ __all__ = ["KernelEngine"]
 
 # StepAllResult(...) without the NamedTuple's Python __new__ frame: this runs every step.
 _result = tuple.__new__
+
+
+def _nothing() -> None:
+    """No discard to wait out: a kernel's ops finish inside each call."""
 
 
 class KernelEngine:
@@ -118,6 +122,19 @@ class KernelEngine:
             "keywords with make(..., env_kwargs=...) instead"
         )
 
+    def c_entry(self) -> CEntry:
+        """The C entry (``HasCEntry``): the family's op loop as an ``envhive_batch_api``'s
+        ``run`` (``kernels._centry``); Python restocks reset draws when it asks (``-2``)."""
+        from envhive.kernels._centry import kernel_api
+
+        if self._binding is None:
+            raise ConfigError("the kernel engine is closed")
+        capsule, self._c_keep = kernel_api(self.kernel, self._table, self._buffers.actions)
+        return CEntry(capsule, self._restock, None, 0, None, str, _nothing)
+
+    def _restock(self, ids: np.ndarray) -> None:
+        self.kernel.restock(ids.tolist())
+
     def close(self) -> None:
         """Nothing to release but references."""
         self._binding = None
@@ -127,3 +144,6 @@ if TYPE_CHECKING:
 
     def _implements_engine(engine: KernelEngine) -> Engine:
         return engine  # mypy checks KernelEngine against the Engine protocol here
+
+    def _implements_c_entry(engine: KernelEngine) -> HasCEntry:
+        return engine  # ... and against HasCEntry

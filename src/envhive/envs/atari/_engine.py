@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -140,17 +141,18 @@ class AtariThreadEngine(ThreadedEngine):
     what = "the native Atari engine (use executor='process' for reset options)"
 
     def __init__(self, num_envs: int, kwargs: dict[str, Any], num_threads: int | None = None) -> None:
-        from envhive.envs.atari._env import draw_noops, seed_words
+        from envhive.envs.atari._env import draw_noops, noop_rng, seed_words
 
         rest = dict(kwargs)
         self.options = options = AtariOptions.parse(rom_of_game(rest.pop("game", "pong")), rest)
         n = int(num_envs)
         self._draw = draw_noops
-        self._seed_words = seed_words
+        self._seed_words = functools.partial(seed_words, envpool=options.envpool_seeding)
+        self._noop_rng = functools.partial(noop_rng, envpool=options.envpool_seeding)
         # Each env's no-op generator and ALE seed, unseeded until a reset brings a seed (as
         # AtariEnv.__init__ draws them).
         words = [seed_words(None) for _ in range(n)]
-        self._rngs = [np.random.default_rng(np_seed) for np_seed, _ in words]
+        self._rngs = [self._noop_rng(np_seed) for np_seed, _ in words]
         ale_py = require("ale_py", "atari", "envhive's Atari envs")
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # ALE's logger is global
         config = games_config(options, rom_facts(options.game).screen[0])
@@ -199,10 +201,14 @@ class AtariThreadEngine(ThreadedEngine):
     def _reseed_env(self, i: int, seed: int) -> None:
         """``AtariEnv.reset(seed=)``: a new no-op generator and the ALE seed, from ``seed``."""
         np_seed, ale_seed = self._seed_words(seed)
-        self._rngs[i] = np.random.default_rng(np_seed)
+        self._rngs[i] = self._noop_rng(np_seed)
         self._restock(i)
         self._reseed[i] = ale_seed
         self._has_reseed[i] = True
+
+    def _refill_watch(self) -> tuple[np.ndarray, int] | None:
+        """No-op counts run out when ``stock_used`` reaches ``STOCK``."""
+        return (self._stock_used, STOCK) if self._noops else None
 
     def _refill(self, ids: np.ndarray) -> None:
         """Draw more no-op counts for the envs of ``ids`` that used theirs up."""

@@ -43,31 +43,83 @@ from envhive.envs.atari._frames import area_plan
 from envhive.envs.atari._options import AtariOptions, game_name, rom_of_game
 from envhive.errors import ActionError, ConfigError, ResetNeededError
 
-__all__ = ["AtariEnv", "seed_words", "draw_noops", "check_mode"]
+__all__ = ["AtariEnv", "EnvPoolNoops", "seed_words", "noop_rng", "draw_noops", "check_mode"]
 
 
-def seed_words(seed: int | None) -> tuple[int, int]:
-    """``(no-op generator seed, ALE seed)`` for a reset with ``seed`` (``None``: OS entropy),
-    both drawn as gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a
-    seed gives the no-op starts and sticky actions of ``gymnasium.make("ALE/...",
-    frameskip=1)`` wrapped in ``AtariPreprocessing``.
+def _int32(word: int) -> int:
+    """``word``'s low 32 bits as a signed int (ALE's ``random_seed`` is an int)."""
+    return int(np.int32(np.uint32(word & 0xFFFFFFFF).view(np.int32)))
+
+
+def seed_words(seed: int | None, envpool: bool = False) -> tuple[int, int]:
+    """``(no-op generator seed, ALE seed)`` for a reset with ``seed`` (``None``: OS entropy).
+
+    By default both are drawn as gymnasium's ALE env draws them (``SeedSequence(seed)``: two
+    words), so that a seed gives the no-op starts and sticky actions of
+    ``gymnasium.make("ALE/...", frameskip=1)`` wrapped in ``AtariPreprocessing``. With
+    ``envpool`` (the ``envpool_seeding`` option) a seed is both, as EnvPool uses an env's seed.
 
     Examples:
         >>> seed_words(0) == seed_words(0), seed_words(0) != seed_words(1)
         (True, True)
+        >>> seed_words(7, envpool=True)
+        (7, 7)
     """
+    if envpool and seed is not None:
+        return int(seed) & 0xFFFFFFFF, _int32(int(seed))
     np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
-    return int(np_seed), int(np.int32(np.uint32(ale_seed).view(np.int32)))
+    return int(np_seed), _int32(int(ale_seed))
 
 
-def draw_noops(rng: np.random.Generator, noop_max: int) -> int:
+class EnvPoolNoops:
+    """EnvPool's no-op draws: ``std::mt19937`` seeded with the env's seed, and
+    ``std::uniform_int_distribution<int>(0, noop_max - 1)`` over it as libstdc++ computes it
+    for a 32-bit generator (GCC 11 and later, which builds EnvPool's wheels: Lemire's
+    multiply-and-shift, a draw again when the low word falls under the threshold).
+    ``tests/atari/test_envpool_seeding.py`` holds it equal to the C++ library and EnvPool's
+    episodes equal to envhive's.
+
+    Examples:
+        >>> g = EnvPoolNoops(0)
+        >>> [g.below(30) for _ in range(5)]
+        [16, 17, 21, 25, 18]
+    """
+
+    def __init__(self, seed: int) -> None:
+        self._bits = np.random.MT19937(0)
+        self._bits._legacy_seeding(int(seed) & 0xFFFFFFFF)  # std::mt19937(seed): init_genrand
+
+    def below(self, n: int) -> int:
+        """A draw in ``0..n-1`` (``1 <= n <= 2**32``)."""
+        raw = self._bits.random_raw
+        product = int(raw()) * n
+        low = product & 0xFFFFFFFF
+        if low < n:
+            threshold = ((1 << 32) - n) % n
+            while low < threshold:
+                product = int(raw()) * n
+                low = product & 0xFFFFFFFF
+        return product >> 32
+
+
+def noop_rng(np_seed: int, envpool: bool = False) -> np.random.Generator | EnvPoolNoops:
+    """The no-op generator of an env seeded with ``np_seed`` (the first of :func:`seed_words`)."""
+    return EnvPoolNoops(np_seed) if envpool else np.random.default_rng(np_seed)
+
+
+def draw_noops(rng: np.random.Generator | EnvPoolNoops, noop_max: int) -> int:
     """A reset's no-op count before the fire reset's adjustment: EnvPool's ``1..noop_max``,
-    drawn as gymnasium's ``AtariPreprocessing`` draws it (one scalar draw per reset).
+    drawn as gymnasium's ``AtariPreprocessing`` draws it (one scalar draw per reset), or from
+    an :class:`EnvPoolNoops` as EnvPool draws it.
 
     Examples:
         >>> 1 <= draw_noops(np.random.default_rng(0), 30) <= 30
         True
+        >>> draw_noops(EnvPoolNoops(0), 30)
+        17
     """
+    if isinstance(rng, EnvPoolNoops):
+        return rng.below(noop_max) + 1
     return int(rng.integers(1, noop_max + 1))
 
 
@@ -192,8 +244,9 @@ class AtariEnv(gym.Env):
         gymnasium's ALE env draws them (``SeedSequence(seed)``: two words), so that a seed
         gives the no-op starts and sticky actions of ``gymnasium.make("ALE/...", frameskip=1)``
         wrapped in ``AtariPreprocessing``."""
-        np_seed, ale_seed = seed_words(seed)
-        self._rng = np.random.default_rng(np_seed)
+        envpool = self.options.envpool_seeding
+        np_seed, ale_seed = seed_words(seed, envpool)
+        self._rng = noop_rng(np_seed, envpool)
         return ale_seed
 
     # -- reset ---------------------------------------------------------------------------

@@ -102,6 +102,10 @@ class AtariOptions:
             screen, as EnvPool does (envhive uses the whole screen; they differ only for the 13
             ROMs whose screen is taller, e.g. AirRaid, Carnival, Pooyan). For EnvPool
             compatibility.
+        envpool_seeding: EnvPool's episodes for a seed: an env's seed is ALE's seed and seeds
+            the ``std::mt19937`` its no-op counts are drawn from, as EnvPool draws them
+            (envhive draws both from the seed as gymnasium's ALE env and
+            ``AtariPreprocessing`` do). For EnvPool compatibility.
     """
 
     game: str
@@ -128,6 +132,7 @@ class AtariOptions:
     render_mode: str | None = None
     ram_info: bool = False
     envpool_crop: bool = False
+    envpool_seeding: bool = False
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:
@@ -183,7 +188,7 @@ class AtariOptions:
             _int(g, "max_episode_steps", self.max_episode_steps, 1)
         for name in ("gray_scale", "episodic_life", "zero_discount_on_life_loss", "reward_clip",
                      "use_fire_reset", "full_action_space", "use_inter_area_resize", "maxpool",
-                     "ram_info", "envpool_crop"):
+                     "ram_info", "envpool_crop", "envpool_seeding"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigTypeError(f"envhive/{game_name(g)}-v5: {name}: expected a bool, got {getattr(self, name)!r}")
         p = self.repeat_action_probability

@@ -20,7 +20,7 @@ from envhive.engines._peers import gymnasium_peers
 from envhive.envs.torch._engine import TorchBatchedEnv, TorchEngine
 from envhive.errors import ConfigError
 
-__all__ = ["TorchSingleEnv", "TorchEnvFactory", "torch_factory", "bench_peers"]
+__all__ = ["TorchSingleEnv", "TorchEnvFactory", "torch_factory", "class_factory", "bench_peers"]
 
 
 class TorchSingleEnv(gym.Env):
@@ -66,6 +66,14 @@ class TorchSingleEnv(gym.Env):
 def torch_factory(entry: Any, kwargs: dict[str, Any], max_episode_steps: int | None) -> TorchEnvFactory:
     """The ``"torch"`` engine kind's factory builder (``engines._registry``)."""
     return TorchEnvFactory(load_entry_point(entry.entry_point), kwargs, max_episode_steps)
+
+
+def class_factory(env_cls: type, kwargs: dict[str, Any], max_episode_steps: int | None) -> TorchEnvFactory | None:
+    """The ``"torch"`` kind's factory of a :class:`TorchBatchedEnv` subclass given to
+    ``envhive.make`` as it is (``make(MyTorchEnv, 64)``), else ``None``."""
+    if isinstance(env_cls, type) and issubclass(env_cls, TorchBatchedEnv):
+        return TorchEnvFactory(env_cls, kwargs, max_episode_steps)
+    return None
 
 
 def bench_peers(entry: Any, num_envs: int) -> list[tuple[str, str, Any]]:

@@ -17,7 +17,8 @@ __all__: list[str] = []
 
 register_kind(
     EngineKind("torch", "envhive.envs.torch._factory:torch_factory", "torch",
-               peers="envhive.envs.torch._factory:bench_peers"),
+               peers="envhive.envs.torch._factory:bench_peers",
+               classes="envhive.envs.torch._factory:class_factory"),
     [
         CompiledEnv("envhive/TorchCartPole-v1", "torch", "envhive.envs.torch:TorchCartPole"),
         CompiledEnv("envhive/TorchPendulum-v1", "torch", "envhive.envs.torch:TorchPendulum"),

@@ -11,6 +11,11 @@
  *
  *     envhive_batch_api *api = PyCapsule_GetPointer(capsule, ENVHIVE_BATCH_API_NAME);
  *     int64_t done = api->run(api->handle, ids, count, out);   // -1: api->last_error(handle)
+ *
+ * Other engines give the same struct: a classic-control kernel's (``kernels/_centry.py``, its
+ * compiled op loop as a numba cfunc) has ``run`` only, every other pointer NULL: its ops
+ * finish inside ``run``, which returns -2 (nothing ran) when Python must work first (draw
+ * more reset noise; the caller's ``CEntry.prepare``).
  */
 #ifndef ENVHIVE_BATCH_API_H
 #define ENVHIVE_BATCH_API_H
