@@ -6,6 +6,12 @@ defaults (auto measures the env again at ``make``, as a user's call would); for 
 also the default executor with async ``send``/``recv`` (``batch_size = num_envs // 2``).
 
     python benchmarks/bench_auto.py --json benchmarks/results/auto.json
+    python benchmarks/bench_auto.py --background-load 1 --json benchmarks/results/auto.json
+
+``--background-load N`` runs everything twice in one JSON (``conditions``): on the machine as it
+is, then beside N CPU-bound processes (a numpy matmul loop each: a learner's stand-in, started
+and stopped by the script, Ctrl-C included), auto's own probe included. Each condition's
+summary has the default against the best configuration and against serial.
 
 Every configuration is measured ``--rounds`` times, interleaved, and each figure is its median
 over the rounds: on a machine shared with other jobs one round is a lottery.
@@ -31,10 +37,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import auto_envs
 
 import envhive
-from envhive._bench import machine_info
+from envhive._bench import background_load, machine_info
 from envhive._cli_bench import Task
 from envhive._cli_bench import _measure_all as measure_all
-from envhive._cli_tune import _factory, candidate_tasks, sensible_workers
+from envhive._cli_tune import _factory, candidate_tasks, choice_json, sensible_workers
 from envhive.executors import AutoChoice, auto_choice
 from envhive.executors._spawn import usable_cpus
 
@@ -43,6 +49,7 @@ cloudpickle.register_pickle_by_value(auto_envs)
 
 ENVS = ["auto_envs:waiting", "auto_envs:cpu_bound", "Ant-v5", "ALE/Pong-v5"]
 DEFAULT = "envhive default (auto)"
+SERIAL = "envhive serial"
 ASYNC = "envhive default, async recv"
 
 
@@ -104,11 +111,13 @@ def one(env: str, n: int, seconds: float, spans: int, rounds: int) -> dict[str, 
         "auto_choice": choice.label(), "auto_reason": choice.reason, "default_repr": default_repr,
         "best_found": best, "best_steps_per_s": med[best],
         "default_steps_per_s": med[DEFAULT], "default_vs_best": med[DEFAULT] / med[best],
+        "default_vs_serial": med[DEFAULT] / med[SERIAL],
         "fastest_gymnasium": peer, "gymnasium_steps_per_s": med[peer],
         "default_vs_gymnasium": med[DEFAULT] / med[peer],
     }
     line = (f"== {env} x{n}: default {med[DEFAULT]:,.0f} ({choice.label()}) = "
             f"{summary['default_vs_best']:.2f}x best ({best} {med[best]:,.0f}), "
+            f"{summary['default_vs_serial']:.2f}x serial, "
             f"{summary['default_vs_gymnasium']:.2f}x {peer} ({med[peer]:,.0f})")
     for k in med:
         if k.startswith(ASYNC):
@@ -117,9 +126,7 @@ def one(env: str, n: int, seconds: float, spans: int, rounds: int) -> dict[str, 
             line += f"; {k} {med[k]:,.0f} = {med[k] / med[peer]:.2f}x"
     print(line, flush=True)
     return {"env": env, "num_envs": n, "rounds": rounds, "summary": summary,
-            "auto": {"executor": choice.executor, "num_workers": choice.num_workers,
-                     "predicted": choice.predicted,
-                     "costs": None if choice.costs is None else vars(choice.costs)},
+            "auto": choice_json(choice),
             "steps_per_s": med, "rounds_steps_per_s": figures}
 
 
@@ -136,6 +143,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.4)
     parser.add_argument("--spans", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--background-load", type=int, default=0, metavar="N",
+                        help="also run everything beside N CPU-bound processes (default 0: no)")
     parser.add_argument("--json", default="benchmarks/results/auto.json")
     args = parser.parse_args()
     try:
@@ -145,15 +154,25 @@ def main() -> None:
         gym.register_envs(ale_py)
     except ImportError:
         pass
-    load = os.getloadavg()
-    runs = [one(env, n, args.seconds, args.spans, args.rounds) for env in args.envs
-            for n in args.num_envs]
     # The run's context: other jobs on the machine move every figure (docs/executors.md).
-    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(),
-           "loadavg_start": load, "loadavg_end": os.getloadavg(),
-           "settings": vars(args), "runs": runs}
-    with open(args.json, "w") as fh:
-        json.dump(doc, fh, indent=2, default=str)
+    doc: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "machine": machine_info(),
+                           "settings": vars(args), "conditions": []}
+    for load in sorted({0, args.background_load}):
+        print(f"== background load: {load} busy process{'es' * (load != 1)}", flush=True)
+        start = os.getloadavg()
+        with background_load(load):  # stopped however the run ends, Ctrl-C included
+            runs = [one(env, n, args.seconds, args.spans, args.rounds) for env in args.envs
+                    for n in args.num_envs]
+        doc["conditions"].append({"background_load": load, "loadavg_start": start,
+                                  "loadavg_end": os.getloadavg(), "runs": runs})
+        with open(args.json, "w") as fh:  # after each condition: a cut run keeps what it has
+            json.dump(doc, fh, indent=2, default=str)
+    for cond in doc["conditions"]:
+        for run in cond["runs"]:
+            s = run["summary"]
+            print(f"load {cond['background_load']}: {run['env']} x{run['num_envs']}: "
+                  f"{s['auto_choice']} {s['default_vs_best']:.2f}x best ({s['best_found']}), "
+                  f"{s['default_vs_serial']:.2f}x serial")
     print("wrote", args.json)
 
 

@@ -348,6 +348,16 @@ def test_bench_writes_table_json_and_plot(tmp_path: Path, capsys: pytest.Capture
     assert imread(tmp_path / "bench.png").shape[2] in (3, 4)
 
 
+def test_bench_states_the_process_round_trip_at_one_env(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "--env", "CartPole-v1", "--num-envs", "1", "--executor", "serial",
+            "--executor", "process", "--seconds", "0.02", "--spans", "2", "--no-peer",
+            "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "process at 1 env (CartPole-v1):" in out and "the round trip to the worker process" in out
+
+
 def test_bench_default_folder_and_json_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)

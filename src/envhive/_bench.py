@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,7 +18,7 @@ import gymnasium as gym
 
 __all__ = [
     "Measurement", "measure_steps", "measure_env", "machine_info", "random_actions", "plain_loop",
-    "run_interleaved", "write_results",
+    "run_interleaved", "write_results", "background_load",
 ]
 
 
@@ -249,3 +252,56 @@ def write_results(path: str, rows: list[dict[str, Any]]) -> None:
     with open(path, "w") as fh:
         json.dump({"meta": meta, "results": rows}, fh, indent=2)
     print("wrote", path)
+
+
+# A learner's stand-in: one core of matrix products (one BLAS thread), until the parent is gone.
+_LOAD_CODE = """
+import os, signal, sys
+import numpy as np
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle: it stops us
+parent = int(sys.argv[1])
+a = np.random.default_rng(0).random((256, 256))
+print("ready", flush=True)
+while os.getppid() == parent:
+    for _ in range(20):
+        b = a @ a
+        a = b / b.max()
+"""
+_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def background_load(processes: int) -> Iterator[list[int]]:
+    """Run ``processes`` CPU-bound processes (a numpy matmul loop each, one BLAS thread: a
+    learner's stand-in) while the block runs; yields their pids.
+
+    They are stopped when the block ends, however it ends (Ctrl-C included: terminate, then
+    kill after 5 s), and stop by themselves if this process dies first.
+
+    Examples:
+        >>> with background_load(1) as pids:
+        ...     len(pids)
+        1
+    """
+    env = {**os.environ, **dict.fromkeys(_ONE_THREAD, "1")}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(processes):
+            proc = subprocess.Popen([sys.executable, "-c", _LOAD_CODE, str(os.getpid())], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+            procs.append(proc)
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":  # EOF: it died importing numpy
+                raise RuntimeError(f"the background load process exited with code {proc.wait()}")
+        yield [p.pid for p in procs]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()

@@ -35,7 +35,7 @@ from envhive.engines import compiled_env, engine_kind, load_entry_point
 from envhive.engines._peers import SYNC, VECTOR, gymnasium_peers
 from envhive.executors import available_executors, compiled_runner
 
-__all__ = ["Task", "plan_tasks", "ratio_text", "run_bench", "add_bench_arguments"]
+__all__ = ["Task", "plan_tasks", "ratio_text", "round_trip_note", "run_bench", "add_bench_arguments"]
 
 #: A figure whose fastest timed span beats its slowest by more than this is marked unstable.
 UNSTABLE = 1.5
@@ -209,6 +209,29 @@ def _measure_all(tasks: list[Task], seconds: float, spans: int) -> list[Row]:
     return rows
 
 
+def round_trip_note(rows: list[Row]) -> str:
+    """What a call on the process executor at 1 env costs beyond serial's, per env id with
+    both rows in the run: the round trip to its worker. ``''`` without such a pair.
+
+    Examples:
+        >>> def row(runner, steps_per_s):
+        ...     task = Task("CartPole-v1", "CartPole-v1", 1, runner, False, lambda: None)
+        ...     return Row(task, Measurement(runner, "CartPole-v1", 1, steps_per_s, 1.0, 1))
+        >>> print(round_trip_note([row("envhive serial", 125_000), row("envhive process", 50_000)]))
+        process at 1 env (CartPole-v1): 20.0 us per call, serial 8.0 us: the round trip to the worker process costs ~12.0 us per call, which a step must outweigh for processes to pay off
+    """
+    per_call = {(r.task.env_id, r.task.runner): 1e6 / r.m.steps_per_s
+                for r in rows if r.task.num_envs == 1 and not r.task.peer and r.m.steps_per_s > 0}
+    notes = []
+    for (env_id, runner), us in per_call.items():
+        serial = per_call.get((env_id, "envhive serial"))
+        if runner == "envhive process" and serial is not None:
+            notes.append(f"process at 1 env ({env_id}): {us:.1f} us per call, serial {serial:.1f} us: "
+                         f"the round trip to the worker process costs ~{us - serial:.1f} us per call, "
+                         "which a step must outweigh for processes to pay off")
+    return "\n".join(notes)
+
+
 def _table(rows: list[Row], env_id: str) -> Any:
     from rich.table import Table
 
@@ -365,6 +388,9 @@ def run_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if any(r.unstable for r in rows):
         out.print(f"* the timed spans of this point differ by more than {UNSTABLE:g}x: something "
                   "else was using the CPU. Rerun for a steadier figure.", style="yellow")
+    trip = round_trip_note(rows)
+    if trip:
+        out.print(trip, style="dim", soft_wrap=True, highlight=False)
     out.print(FOOTER, style="dim")
     folder = _out_dir(args.out)
     command = shlex.join(["envhive", *argv])

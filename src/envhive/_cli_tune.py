@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -26,16 +27,18 @@ from typing import Any
 import gymnasium as gym
 
 import envhive
-from envhive._bench import machine_info
+from envhive._bench import background_load, machine_info
 from envhive._cli_bench import Row, Task, _out_dir, _plan
 from envhive._cli_bench import _measure_all as measure_all
 from envhive._cli_bench import _stdout_console as stdout_console
 from envhive._registry import resolve_id
 from envhive.engines import compiled_env
 from envhive.executors import AutoChoice, auto_choice, available_executors, resolve_executor
+from envhive.executors._auto import MAX_WORKERS_PER_CORE
 from envhive.executors._spawn import usable_cpus
 
-__all__ = ["candidate_tasks", "worker_counts", "sensible_workers", "default_label", "run_tune", "add_tune_arguments"]
+__all__ = ["candidate_tasks", "worker_counts", "sensible_workers", "default_label", "choice_json", "run_tune",
+           "add_tune_arguments"]
 
 SYNC_PEER = "gymnasium SyncVectorEnv"
 ASYNC_PEER = "gymnasium AsyncVectorEnv"
@@ -119,7 +122,8 @@ def candidate_tasks(env: str, num_envs: int, *, cores: int | None = None,
 
 def sensible_workers(choice: AutoChoice, num_envs: int, cores: int) -> int:
     """The most workers worth timing: one per env for an env that waits (or that the probe
-    could not measure), else 4 per core (a computing env gains nothing beyond the cores).
+    could not measure, or on a busy machine, where more workers win more of the cores' time),
+    else 4 per core (a computing env gains nothing beyond the cores; auto's own limit).
 
     Examples:
         >>> from envhive.executors import AutoChoice, EnvCosts
@@ -128,9 +132,10 @@ def sensible_workers(choice: AutoChoice, num_envs: int, cores: int) -> int:
         8
     """
     costs = choice.costs
-    if costs is None or costs.problem is not None or costs.step_cpu < 0.5 * costs.step_wall:
+    if (costs is None or costs.problem is not None or costs.step_cpu < 0.5 * costs.step_wall
+            or costs.others > 0):
         return num_envs
-    return min(num_envs, 4 * cores)
+    return min(num_envs, MAX_WORKERS_PER_CORE * cores)
 
 
 def default_label(choice: AutoChoice, num_envs: int, cores: int) -> str:
@@ -186,6 +191,21 @@ def plot_tune(rows: list[Row], default: str, path: Path, title: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def choice_json(choice: AutoChoice) -> dict[str, Any]:
+    """``auto``'s choice as JSON: executor, workers, reason, predictions and measured costs.
+
+    Examples:
+        >>> from envhive.executors import AutoChoice
+        >>> choice_json(AutoChoice("serial", None, "one env"))["executor"]
+        'serial'
+    """
+    return {"executor": choice.executor, "num_workers": choice.num_workers,
+            "reason": choice.reason, "predicted": choice.predicted,
+            "predicted_idle": choice.predicted_idle,
+            "costs": None if choice.costs is None else dataclasses.asdict(choice.costs),
+            "other_busy_cores": None if choice.costs is None else choice.costs.others}
+
+
 def tune(env: str, num_envs: int, seconds: float, spans: int, peers: bool = True) -> dict[str, Any]:
     """Run the probe and every candidate; the JSON document (without the command)."""
     cores = usable_cpus()
@@ -195,9 +215,7 @@ def tune(env: str, num_envs: int, seconds: float, spans: int, peers: bool = True
     default = default_label(choice, num_envs, cores)
     rows = measure_all(tasks, seconds, spans)
     return {"env": env, "num_envs": num_envs, "cores": cores, "default": default,
-            "auto": {"executor": choice.executor, "num_workers": choice.num_workers,
-                     "reason": choice.reason, "predicted": choice.predicted,
-                     "costs": None if choice.costs is None else vars(choice.costs)},
+            "auto": choice_json(choice),
             "results": [r.as_dict() for r in rows], "_rows": rows, "_choice": choice}
 
 
@@ -206,17 +224,21 @@ def run_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     out = stdout_console()
     info = machine_info()
     docs = []
-    for n in args.num_envs:
-        out.print(f"envhive tune {args.env} x{n}: every executor and worker count, "
-                  f"~{args.seconds:g} s each, {usable_cpus()} usable CPUs", highlight=False)
-        doc = tune(args.env, n, args.seconds, args.spans, peers=not args.no_peer)
-        rows, choice = doc.pop("_rows"), doc.pop("_choice")
-        out.print(_table(rows, doc["default"], choice))
-        docs.append((doc, rows))
+    load = args.background_load
+    beside = f", beside {load} busy background process{'es' * (load != 1)}" if load else ""
+    with background_load(load):  # stopped however the run ends, Ctrl-C included
+        for n in args.num_envs:
+            out.print(f"envhive tune {args.env} x{n}: every executor and worker count, "
+                      f"~{args.seconds:g} s each, {usable_cpus()} usable CPUs{beside}", highlight=False,
+                      soft_wrap=True)
+            doc = tune(args.env, n, args.seconds, args.spans, peers=not args.no_peer)
+            rows, choice = doc.pop("_rows"), doc.pop("_choice")
+            out.print(_table(rows, doc["default"], choice))
+            docs.append((doc, rows))
     folder = _out_dir(args.out or time.strftime("envhive-tune/%Y%m%d-%H%M%S"))
     command = shlex.join(["envhive", *argv])
     full = {"command": command, "machine": info,
-            "settings": {"seconds": args.seconds, "spans": args.spans},
+            "settings": {"seconds": args.seconds, "spans": args.spans, "background_load": load},
             "runs": [d for d, _ in docs]}
     written = [folder / "tune.json"]
     for path in {written[0], *([Path(args.json)] if args.json else [])}:
@@ -236,6 +258,13 @@ def run_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _processes(text: str) -> int:
+    count = int(text)
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a count of processes >= 0, got {text}")
+    return count
+
+
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``envhive tune``."""
     parser.add_argument("env", metavar="ENV_ID | module:factory")
@@ -245,6 +274,9 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spans", type=int, default=5)
     parser.add_argument("--no-peer", action="store_true",
                         help="skip gymnasium's SyncVectorEnv and AsyncVectorEnv")
+    parser.add_argument("--background-load", type=_processes, default=0, metavar="N",
+                        help="run N CPU-bound processes (a numpy matmul loop each, a learner's "
+                        "stand-in) during the run, auto's probe included (default 0)")
     parser.add_argument("--out", help="folder for tune.json and tune.png "
                         "(default: ./envhive-tune/<date>-<time>/)")
     parser.add_argument("--json", help="also write the JSON to this file")

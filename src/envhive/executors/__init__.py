@@ -195,6 +195,10 @@ def resolve_executor(
         workers = num_workers if num_workers is not None else choice.num_workers
         built = _REGISTRY[choice.executor].build(num_envs, workers)
         built.auto = choice
+        if isinstance(built, ThreadExecutor):
+            # Switching between its threads and the caller alone is free (same envs, same
+            # results): the pool's own calls check the probe's verdict under the load of the day.
+            built.revisit = True
         return built, True
     entry = _REGISTRY.get(executor)
     if entry is None:

@@ -4,16 +4,20 @@ Two separate pieces, so that the decision can be tested without timing anything:
 
 * :func:`probe` builds ONE env from the first factory, in the caller, and times it: reset and a
   few random-action steps with the wall clock and this thread's CPU clock (an env that *waits*,
-  on a simulator, a server or a model API, spends wall time but no CPU), then the same number
-  of steps of two envs in two threads (how much of a step runs without the GIL), the pickled
+  on a simulator, a server or a model API, spends wall time but no CPU); for an env that is not
+  cheap, what share of the usable cores a short parallel probe gets (``_load.measure_load``:
+  other processes, a learner say, may be using them), then the same number of steps of two
+  envs in two threads (how much of a step runs without the GIL); the pickled
   size and cost of its step infos (what crossing a process boundary costs beyond the
   shared-memory observations) and whether the factory can be pickled (process workers build
   envs from it). The probe env is closed; nothing it did reaches the pool, whose envs are
   built afresh and seeded at their first reset.
 * :func:`decide` is a pure function of those :class:`EnvCosts`, ``num_envs`` and the cores:
   it predicts a sync step's time on each executor and worker count with a small cost model
-  (:class:`Overheads`) and returns an :class:`AutoChoice` (executor, workers, the reason with
-  the measured figures).
+  (:class:`Overheads`), in which other busy work takes its share of the cores, and returns an
+  :class:`AutoChoice` (executor, workers, the reason with the measured figures). On a busy
+  machine it takes the choice that holds best both under the load it measured and without it
+  (the load may come and go), among those predicted clearly faster than serial.
 
 Examples:
     >>> costs = EnvCosts(step_wall=2e-3, step_cpu=2e-5, gil_free=1.0, obs_bytes=32,
@@ -37,8 +41,10 @@ from typing import Any
 import cloudpickle
 
 from envhive._runner import build_env
+from envhive.executors._load import Load, cores_for, measure_load, slowest_share
+from envhive.executors._spawn import usable_cpus
 
-__all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "probe", "decide", "predict"]
+__all__ = ["EnvCosts", "AutoChoice", "ExecutorName", "Overheads", "Load", "probe", "decide", "predict"]
 
 #: The probe stops stepping after this many seconds or :data:`PROBE_STEPS` steps, whichever
 #: comes first (the step that crosses the budget finishes): enough steps for a stable median
@@ -48,6 +54,9 @@ PROBE_STEPS = 32
 #: Envs whose step costs less than this stay serial without the thread test: no executor
 #: recovers its hand-off costs on them (docs/benchmarks.md).
 CHEAP_STEP_S = 30e-6
+#: A computing env gets at most this many workers per core: on a busy machine more workers win
+#: more of the cores' time from the other work (a learner), and this bounds what they take.
+MAX_WORKERS_PER_CORE = 4
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,8 @@ class EnvCosts:
         probe_s: how long the probe took, env builds included.
         problem: why the probe could not measure (the env could not be built or stepped in
             the caller), else ``None``.
+        load: what a short parallel probe got of the usable cores (``None``: not measured,
+            the env is cheap).
     """
 
     step_wall: float
@@ -79,6 +90,12 @@ class EnvCosts:
     steps: int
     probe_s: float = 0.0
     problem: str | None = None
+    load: Load | None = None
+
+    @property
+    def others(self) -> float:
+        """Cores' worth of other busy work the probe measured (0: idle or not measured)."""
+        return 0.0 if self.load is None else self.load.others
 
     def summary(self) -> str:
         """The measured figures in a few words, e.g. ``'step 2.1 ms wall, 0.03 ms CPU'``."""
@@ -87,6 +104,8 @@ class EnvCosts:
             text += f", {self.gil_free:.0%} without the GIL"
         if self.info_s:
             text += f", infos cross in {_time(self.info_s)}"
+        if self.load is not None:
+            text += f"; {self.load.summary()}"
         return text
 
 
@@ -99,9 +118,12 @@ class AutoChoice:
         num_workers: its worker count (``None``: the executor's default; serial has none).
         reason: one sentence with the measured figures.
         costs: the measured costs (``None``: nothing was measured).
-        predicted: predicted steps/s by candidate, e.g. ``{"process x16": 7200.0}``.
+        predicted: predicted steps/s by candidate, e.g. ``{"process x16": 7200.0}``, under
+            the load the probe measured.
         fallback: the envs' own engine cannot run here, and ``reason`` says why (front ends
             show it).
+        predicted_idle: on a busy machine, the same predictions without the other load
+            (empty on an idle one).
     """
 
     executor: str
@@ -110,6 +132,7 @@ class AutoChoice:
     costs: EnvCosts | None = None
     predicted: dict[str, float] = field(default_factory=dict)
     fallback: bool = False
+    predicted_idle: dict[str, float] = field(default_factory=dict)
 
     def label(self) -> str:
         """``'process x16'``, ``'serial'``."""
@@ -215,12 +238,19 @@ def _info_cost(info: Any, clock: Callable[[], float]) -> float:
         return 0.0
 
 
+#: Below this many cores for the two threads, their speedup says little of the GIL: it is
+#: read as if they had this many (a GIL-free step then reads as such only if it gained).
+_MIN_PARALLEL = 1.2
+
+
 def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
-              clock: Callable[[], float]) -> float | None:
+              clock: Callable[[], float], parallel: float = 2.0) -> float | None:
     """Share of a step that runs without the GIL, from 2 envs in 2 threads vs 1 alone.
 
-    Amdahl with two threads: ``speedup = 1 / ((1 - f) + f / 2)``, so ``f = 2 (1 - 1/speedup)``.
-    ``None`` if a step raises in a thread (the thread executor would fail the same way).
+    Amdahl with two threads on ``p`` cores (``parallel``: 2 on an idle machine, fewer when
+    other work holds some of them): ``speedup = 1 / ((1 - f) + f / p)``, so
+    ``f = (1 - 1/speedup) / (1 - 1/p)``. ``None`` if a step raises in a thread (the thread
+    executor would fail the same way).
     """
     second = build_env(factory, 0)
     try:
@@ -246,7 +276,8 @@ def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
     if failed or both <= 0:
         return None
     speedup = 2 * steps * alone / both
-    return min(1.0, max(0.0, 2 * (1 - 1 / speedup)))
+    p = max(_MIN_PARALLEL, min(2.0, parallel))
+    return min(1.0, max(0.0, (1 - 1 / speedup) / (1 - 1 / p)))
 
 
 def probe(
@@ -256,13 +287,16 @@ def probe(
     max_steps: int = PROBE_STEPS,
     clock: Callable[[], float] = time.perf_counter,
     cpu_clock: Callable[[], float] = time.thread_time,
+    load: Callable[[int], Load] = measure_load,
+    cores: int | None = None,
 ) -> EnvCosts:
     """Build one env from ``factory`` in the caller and measure its costs (then close it).
 
     Bounded: at most ``max_steps`` steps or ``seconds`` of steps (the step that crosses it
-    finishes), then, for envs that are not cheap, as many steps again of two envs in two
-    threads. Exceptions from the env are not raised here: they give ``problem`` (the pool
-    raises them as usual when it builds or steps its envs).
+    finishes), then, for envs that are not cheap, ``load(cores)`` (the share of the usable
+    cores a short parallel probe gets, :func:`~envhive.executors._load.measure_load`) and as
+    many steps again of two envs in two threads. Exceptions from the env are not raised here:
+    they give ``problem`` (the pool raises them as usual when it builds or steps its envs).
 
     Examples:
         >>> import gymnasium as gym
@@ -285,11 +319,13 @@ def probe(
             env, actions, lambda k: k >= max_steps or (k >= 3 and clock() > deadline), clock, cpu_clock
         )
         wall, cpu = _median(walls), _median(cpus)
-        gil = None
+        gil, measured = None, None
         if wall >= CHEAP_STEP_S:
-            gil = _gil_free(factory, env, len(walls), wall, clock)
+            measured = _measure_load(load, cores or usable_cpus())
+            parallel = 2.0 if measured is None else cores_for(2, measured.cores, measured.others)
+            gil = _gil_free(factory, env, len(walls), wall, clock, parallel)
         return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), _info_cost(info, clock),
-                        picklable, len(walls), clock() - start)
+                        picklable, len(walls), clock() - start, load=measured)
     except Exception as err:
         return EnvCosts(0.0, 0.0, None, 0, 0.0, picklable, 0, clock() - start,
                         problem=f"stepping it raised {type(err).__name__}: {err}")
@@ -298,6 +334,13 @@ def probe(
             env.close()
         except Exception:  # the pool's own envs are closed with errors reported; not this one
             pass
+
+
+def _measure_load(load: Callable[[int], Load], cores: int) -> Load | None:
+    try:
+        return load(cores)
+    except RuntimeError:  # no thread to spare: decide as on an idle machine, as before measuring
+        return None
 
 
 def _picklable(factory: Any) -> bool:
@@ -319,38 +362,58 @@ def _nbytes(obs: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- the decision
+def _waiting(costs: EnvCosts, cores: float) -> float:
+    """The part of a step's wall time spent waiting (sleep, I/O), not computing: what is left
+    beyond its CPU time at the share of a core the probe's caller got beside the other load."""
+    return max(0.0, costs.step_wall - costs.step_cpu / cores_for(1, cores, costs.others))
+
+
 def predict(costs: EnvCosts, executor: str, workers: int, num_envs: int, cores: float,
-            over: Overheads = Overheads()) -> float:
+            over: Overheads = Overheads(), others: float | None = None) -> float:
     """Predicted env steps/s of a sync step of ``num_envs`` envs on ``executor`` x ``workers``.
 
     A step splits into waiting (wall minus CPU: runs in parallel on any number of workers),
     CPU without the GIL (in parallel up to the cores) and CPU under the GIL (one at a time
-    in one process). Threads share one GIL; processes each have their own.
+    in one process). Threads share one GIL; processes each have their own. Beside ``others``
+    cores' worth of other busy work (default: what the probe measured, ``costs.others``), the
+    pool's busy tasks get their share of the cores (``_load.cores_for``) and a sync call waits
+    for its slowest worker (``_load.slowest_share``).
 
     Examples:
         >>> c = EnvCosts(1e-3, 1e-3, 0.0, 16, 0.0, True, 8)
         >>> round(predict(c, "process", 2, 16, 2) / predict(c, "serial", 1, 16, 2), 1)
         2.0
+        >>> round(predict(c, "process", 2, 16, 2, others=1.0) / predict(c, "serial", 1, 16, 2, others=1.0), 1)
+        1.0
     """
-    n, w, c = num_envs, costs.step_wall, costs.step_cpu
+    n, c = num_envs, costs.step_cpu
+    others = costs.others if others is None else others
+    wait = _waiting(costs, cores)
+    alone = cores_for(1, cores, others)  # the caller's share of a core
     if executor == "serial":
-        return n / (n * (w + over.per_env))
+        return n / (n * ((c + over.per_env) / alone + wait))
     workers = max(1, min(workers, n))
     per_worker = math.ceil(n / workers)
+    got = cores_for(workers, cores, others)
+    # On an idle machine the total-CPU bound covers workers beyond the cores (their CPU
+    # interleaves with their waits); other busy work never waits, so the slowest worker runs
+    # at its share of a core (slowest_share).
+    share = slowest_share(workers, cores, others) if round(others) >= 1 else 1.0
     if executor == "thread":
         # Under the GIL (one thread at a time): at most the step's CPU time, since a thread
         # that waits (sleep, I/O) has released it.
-        held = min(c, (1.0 - (costs.gil_free or 0.0)) * w)
-        free_cpu = c - held  # GIL-free CPU: in parallel up to the cores
-        t = max(n * (held + over.per_env), n * (held + free_cpu + over.per_env) / min(workers, cores),
-                per_worker * (w + over.per_env)) + workers * over.thread_call
+        held = min(c, (1.0 - (costs.gil_free or 0.0)) * (c + wait))
+        t = max(n * (held + over.per_env) / alone, n * (c + over.per_env) / got,
+                per_worker * ((c + over.per_env) / share + wait)) + workers * over.thread_call
         return n / t
     if executor == "process":
         cross = over.per_env + costs.info_s
         cpu_total = n * (c + cross) + workers * over.process_cpu
         # A sync call waits for its slowest worker: each needs a core to wake on, so the
         # wake-ups queue when workers outnumber the idle cores.
-        t = max(per_worker * (w + cross), cpu_total / cores) + over.process_latency * max(1.0, workers / cores)
+        idle_cores = max(1.0, cores - others)
+        t = (max(per_worker * ((c + cross) / share + wait), cpu_total / got)
+             + over.process_latency * max(1.0, workers / idle_cores))
         return n / t
     return 0.0
 
@@ -365,12 +428,62 @@ def _worker_counts(num_envs: int, cores: int) -> list[int]:
     return sorted(counts)
 
 
+def _predictions(costs: EnvCosts, num_envs: int, cores: int, available: Collection[str],
+                 over: Overheads, others: float) -> dict[str, float]:
+    """Predicted steps/s of serial and of every candidate executor and worker count."""
+    predicted = {"serial": predict(costs, "serial", 1, num_envs, cores, over, others)}
+    candidates = []
+    if "thread" in available and costs.gil_free is not None:
+        candidates.append("thread")
+    if "process" in available and costs.picklable:
+        candidates.append("process")
+    waits = costs.step_cpu < _waiting(costs, cores)
+    counts = [k for k in _worker_counts(num_envs, cores) if waits or k <= MAX_WORKERS_PER_CORE * cores]
+    for name in candidates:
+        for k in counts:
+            predicted[f"{name} x{k}"] = predict(costs, name, k, num_envs, cores, over, others)
+    return predicted
+
+
+def _fastest(predicted: dict[str, float], over: Overheads) -> str:
+    """The candidate predicted fastest; processes must beat the best thread count clearly."""
+    best = max(predicted, key=lambda key: predicted[key])
+    threads = [k for k in predicted if k.startswith("thread")]
+    if best.startswith("process") and threads:
+        # Threads need no pickling, no worker start-up, and keep the envs in the caller.
+        thread = max(threads, key=lambda key: predicted[key])
+        if predicted[best] < over.prefer_threads * predicted[thread]:
+            best = thread
+    return best
+
+
+def _steadiest(loaded: dict[str, float], idle: dict[str, float], over: Overheads) -> tuple[str, float]:
+    """On a busy machine: among the candidates predicted ``over.leave_caller`` times faster
+    than serial under the measured load, the one whose worse ratio to the best prediction,
+    under that load and without it, is highest (the load may stop after ``make``, or a learner
+    may only run between steps); processes need ``over.prefer_threads`` times the thread's."""
+    fit = [k for k in loaded if k != "serial" and loaded[k] >= over.leave_caller * loaded["serial"]]
+    if not fit:
+        return "serial", 0.0
+    top_loaded, top_idle = max(loaded.values()), max(idle.values())
+    holds = {k: min(loaded[k] / top_loaded, idle[k] / top_idle) for k in fit}
+    threads = any(k.startswith("thread") for k in fit)
+
+    def score(k: str) -> float:
+        return holds[k] / (over.prefer_threads if threads and k.startswith("process") else 1.0)
+
+    best = max(fit, key=score)
+    return best, holds[best]
+
+
 def decide(costs: EnvCosts | None, num_envs: int, cores: int, available: Collection[str],
            over: Overheads = Overheads()) -> AutoChoice:
     """Pick the executor and worker count with the best predicted throughput.
 
     Serial unless another candidate is predicted ``over.leave_caller`` times faster; threads
-    need a measured GIL-free share; processes need a picklable factory.
+    need a measured GIL-free share; processes need a picklable factory. When the probe found
+    the cores busy (``costs.load``), the candidate that holds best both under that load and
+    without it.
 
     Examples:
         >>> cheap = EnvCosts(8e-6, 8e-6, None, 16, 0.0, True, 32)
@@ -379,6 +492,9 @@ def decide(costs: EnvCosts | None, num_envs: int, cores: int, available: Collect
         >>> cpu = EnvCosts(5e-4, 5e-4, 0.0, 16, 0.0, True, 32)
         >>> decide(cpu, 16, 2, ("serial", "thread", "process")).label()
         'process x2'
+        >>> busy = EnvCosts(5e-4, 5e-4, 0.0, 16, 0.0, True, 32, load=Load(2, 2, 4 / 3))
+        >>> decide(busy, 16, 2, ("serial", "thread", "process")).label()
+        'process x8'
     """
     if costs is None or costs.problem is not None:
         return _unmeasured(costs, available)
@@ -388,36 +504,28 @@ def decide(costs: EnvCosts | None, num_envs: int, cores: int, available: Collect
         # Hand-offs cost more than such a step (threads ran CartPole at ~0.8x serial), and at
         # many envs a process gain is small and depends on idle cores: stay in the caller.
         return AutoChoice("serial", None, f"cheap step ({costs.summary()})", costs)
-    # Other processes' load is not subtracted from the cores: the scheduler shares the CPU
-    # per runnable process, so a pool's W workers win W shares (bench_auto.py, docs).
-    usable = float(cores)
-    predicted: dict[str, float] = {"serial": predict(costs, "serial", 1, num_envs, usable, over)}
-    candidates = []
-    if "thread" in available and costs.gil_free is not None:
-        candidates.append("thread")
-    if "process" in available and costs.picklable:
-        candidates.append("process")
-    for name in candidates:
-        for k in _worker_counts(num_envs, cores):
-            predicted[f"{name} x{k}"] = predict(costs, name, k, num_envs, usable, over)
-    best = max(predicted, key=lambda key: predicted[key])
-    threads = [k for k in predicted if k.startswith("thread")]
-    if best.startswith("process") and threads:
-        # Processes must beat the best thread count clearly: threads need no pickling, no
-        # worker start-up, and keep the envs in the caller.
-        thread = max(threads, key=lambda key: predicted[key])
-        if predicted[best] < over.prefer_threads * predicted[thread]:
-            best = thread
+    others = costs.others
+    predicted = _predictions(costs, num_envs, cores, available, over, others)
+    idle: dict[str, float] = {}
+    if others > 0:
+        idle = _predictions(costs, num_envs, cores, available, over, 0.0)
+        best, holds = _steadiest(predicted, idle, over)
+    else:
+        best = _fastest(predicted, over)
     gain = predicted[best] / predicted["serial"]
     if best == "serial" or gain < over.leave_caller:
         return AutoChoice("serial", None, f"no executor predicted {over.leave_caller:g}x faster "
-                          f"({costs.summary()})", costs, predicted)
+                          f"({costs.summary()})", costs, predicted, predicted_idle=idle)
     name, count = best.split(" x")
     workers = int(count)
-    kind = "waits" if costs.step_cpu < 0.5 * costs.step_wall else "computes"
-    more = f"; {workers} workers > {cores} cores, as it waits" if workers > cores else ""
-    reason = (f"step {kind} ({costs.summary()}): {best} predicted {gain:.1f}x serial{more}")
-    return AutoChoice(name, workers, reason, costs, predicted)
+    waits = costs.step_cpu < _waiting(costs, cores)
+    reason = f"step {'waits' if waits else 'computes'} ({costs.summary()}): {best} predicted {gain:.1f}x serial"
+    if others > 0:
+        reason += f" under this load, {holds:.0%} of the best with and without it"
+    if workers > cores:
+        reason += f"; {workers} workers > {cores} cores, " + (
+            "as it waits" if waits else "for a fair share beside the other load")
+    return AutoChoice(name, workers, reason, costs, predicted, predicted_idle=idle)
 
 
 def _unmeasured(costs: EnvCosts | None, available: Collection[str]) -> AutoChoice:

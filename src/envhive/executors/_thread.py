@@ -83,6 +83,59 @@ _JOIN_TIMEOUT_S = 2.0
 # up to _INLINE_CALLS_MAX), then tries the threads again.
 _STOLEN_STREAK = 8
 _INLINE_CALLS, _INLINE_CALLS_MAX = 64, 4096
+# revisit: after _WARM_CALLS sync calls, _TRIAL_CALLS timed calls of each route alternately;
+# the faster route then runs the next _HOLD_CALLS calls (doubling while the trials agree, up
+# to _HOLD_CALLS_MAX), then a trial again.
+_WARM_CALLS, _TRIAL_CALLS = 16, 8
+_HOLD_CALLS, _HOLD_CALLS_MAX = 256, 8192
+_THREADS, _CALLER = "threads", "caller"
+_clock = time.perf_counter  # the revisit's clock (looked up at each call: tests replace it)
+
+
+class _Revisit:
+    """Which route a sync call takes when ``executor="auto"`` chose threads: the threads, or
+    the caller alone (every slice in the calling thread). Both give the same results, so the
+    choice made at ``make`` from a short probe is revisited with the pool's own calls, under
+    whatever else the machine is running: a few calls of each route, alternately, are timed,
+    and the faster one is kept until the next trial."""
+
+    def __init__(self) -> None:
+        self.route = _THREADS
+        self.untimed = _WARM_CALLS  # calls before the next trial
+        self.hold = _HOLD_CALLS
+        self.trial: list[str] = []  # the routes of the trial's calls still to run, in order
+        self.times: dict[str, list[float]] = {_THREADS: [], _CALLER: []}
+        self.calls = 0
+        self.verdict = ""  # the last trial's finding, for describe()
+
+    def next(self) -> str:
+        """The route of the next sync call."""
+        self.calls += 1
+        if not self.trial and self.untimed > 0:
+            self.untimed -= 1
+            return self.route
+        if not self.trial:
+            self.trial = [_THREADS, _CALLER] * _TRIAL_CALLS
+            self.times = {_THREADS: [], _CALLER: []}
+        return self.trial[0]
+
+    def record(self, route: str, seconds: float) -> None:
+        """A sync call of ``route`` took ``seconds`` (counts only in a trial)."""
+        if not self.trial or self.trial[0] != route:
+            return
+        self.trial.pop(0)
+        self.times[route].append(seconds)
+        if self.trial:
+            return
+        threads = sorted(self.times[_THREADS])[_TRIAL_CALLS // 2]
+        caller = sorted(self.times[_CALLER])[_TRIAL_CALLS // 2]
+        route = _CALLER if caller <= threads else _THREADS  # a tie: the cheaper route
+        self.hold = min(2 * self.hold, _HOLD_CALLS_MAX) if route == self.route else _HOLD_CALLS
+        self.route, self.untimed = route, self.hold
+        ratio = max(threads, caller) / max(min(threads, caller), 1e-12)
+        self.verdict = (f"the caller alone: {ratio:.2f}x faster than the threads" if route == _CALLER
+                        else f"threads: {ratio:.2f}x faster than the caller alone")
+        self.verdict += f" in sync calls {self.calls - 2 * _TRIAL_CALLS + 1}..{self.calls}"
 
 
 class _Slice:
@@ -254,6 +307,9 @@ class ThreadExecutor(Executor):
 
     Args:
         num_threads: worker threads (default: one per CPU), at most one per env.
+        revisit: time the pool's own sync calls on the threads and in the caller alone, now
+            and then, and keep the faster (``executor="auto"`` sets it when it picks threads:
+            the probe at ``make`` was short, and the machine's load may change).
 
     Examples:
         >>> import envhive
@@ -268,7 +324,7 @@ class ThreadExecutor(Executor):
 
     name = "thread"
 
-    def __init__(self, num_threads: int | None = None) -> None:
+    def __init__(self, num_threads: int | None = None, *, revisit: bool = False) -> None:
         if num_threads is not None and (
             isinstance(num_threads, bool)
             or not isinstance(num_threads, (int, np.integer))
@@ -286,6 +342,8 @@ class ThreadExecutor(Executor):
         self._streak = 0  # sync calls in a row whose every share the caller ran
         self._inline_left = 0  # sync calls still to run in the caller alone
         self._inline_calls = _INLINE_CALLS
+        self.revisit = revisit
+        self._revisit: _Revisit | None = None
 
     # ------------------------------------------------------------------ launch
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -373,12 +431,11 @@ class ThreadExecutor(Executor):
         """
         self._check_usable()
         slices = self._state.slices
+        if self.revisit and len(slices) > 1:
+            return self._run_revisited(options)
         if len(slices) == 1 or self._inline_left:
             self._inline_left = max(0, self._inline_left - 1)
-            out = Completion()  # one for every slice: each run adds its envs and their count
-            for sl, (_, ids) in zip(slices, self._map.all_groups):
-                sl.runner.run_whole(ids, options, out)
-            return out
+            return self._run_inline(options)
         stolen = self._stolen
         self.send(self._all_ids, options)
         out = self.recv(len(self._all_ids))
@@ -389,6 +446,27 @@ class ThreadExecutor(Executor):
             if self._streak >= _STOLEN_STREAK:
                 self._streak, self._inline_left = 0, self._inline_calls
                 self._inline_calls = min(2 * self._inline_calls, _INLINE_CALLS_MAX)
+        return out
+
+    def _run_inline(self, options: dict[str, Any] | None) -> Completion:
+        """Every slice in the calling thread, in slice order (as ``recv`` would merge them)."""
+        out = Completion()  # one for every slice: each run adds its envs and their count
+        for sl, (_, ids) in zip(self._state.slices, self._map.all_groups):
+            sl.runner.run_whole(ids, options, out)
+        return out
+
+    def _run_revisited(self, options: dict[str, Any] | None) -> Completion:
+        """A sync call on the route :class:`_Revisit` picks, timed for it."""
+        if self._revisit is None:
+            self._revisit = _Revisit()
+        route = self._revisit.next()
+        t0 = _clock()
+        if route == _CALLER:
+            out = self._run_inline(options)
+        else:
+            self.send(self._all_ids, options)
+            out = self.recv(len(self._all_ids))
+        self._revisit.record(route, _clock() - t0)
         return out
 
     def recv(self, min_count: int) -> Completion:
@@ -541,7 +619,10 @@ class ThreadExecutor(Executor):
 
     def describe(self) -> str:
         k = len(self._state.slices) or self.num_threads or 0
-        return f"thread, {k} thread{'s' if k != 1 else ''}"
+        text = f"thread, {k} thread{'s' if k != 1 else ''}"
+        if self._revisit is not None and self._revisit.verdict:
+            text += f", revisited: {self._revisit.verdict}"
+        return text
 
 
 def _merge(parts: list[Completion]) -> Completion:
