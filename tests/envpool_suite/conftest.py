@@ -41,10 +41,6 @@ REFUSED = {
 INTERNALS = {
     "atari_envpool_test.py::_AtariEnvPoolTest::test_raw_envpool":
         "drives EnvPool's C++ class _AtariEnvPool directly",
-    "atari_envpool_test.py::_AtariEnvPoolTest::test_xla_api":
-        "EnvPool's XLA custom calls on its C++ pool's handle (envhive's XLA path is issue 39's)",
-    "atari_envpool_test.py::_AtariEnvPoolTest::test_xla_correctness":
-        "EnvPool's XLA custom calls on its C++ pool's handle (envhive's XLA path is issue 39's)",
 }
 NOT_HERE = {
     "api_test.py::_SpecTest::test_invalid_batch_size":

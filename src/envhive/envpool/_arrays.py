@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -147,7 +148,14 @@ def to_namedtuple(name: str, tree: dict[str, Any]) -> Any:
     typename = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
     if typename[0].isdigit() or typename in _KEYWORDS:
         typename = f"_{typename}"
-    return namedtuple(typename, fields)(*values)  # type: ignore[misc]
+    return _tuple_class(typename, tuple(fields))(*values)
+
+
+@functools.cache
+def _tuple_class(typename: str, fields: tuple[str, ...]) -> Any:
+    """One namedtuple class per name and fields: the same type on every call (jax's pytrees
+    match by type; a class per call would also cost more than the call's arrays)."""
+    return namedtuple(typename, fields)  # type: ignore[misc]
 
 
 _KEYWORDS = frozenset(__import__("keyword").kwlist)

@@ -109,8 +109,22 @@ class EnvPoolBase:
                       "envpool.make(..., seed=seed) instead.", UserWarning, stacklevel=2)
 
     def xla(self) -> Any:
-        """EnvPool's XLA functions: not available in envhive.envpool."""
-        raise RuntimeError("XLA is unavailable: envhive.envpool has no XLA send/recv")
+        """EnvPool's ``(handle, recv, send, step)``: jax functions that run this pool's calls
+        inside ``jax.jit``, returning what the eager calls return (``envhive.envpool._xla``).
+
+        Examples:
+            >>> import envhive.envpool as envpool
+            >>> env = envpool.make_dm("CartPole-v1", num_envs=2, seed=0)
+            >>> handle, recv, send, step = env.xla()
+            >>> env.async_reset()
+            >>> handle, ts = recv(handle)
+            >>> ts.observation.obs.shape, ts.step_type.tolist()
+            ((2, 4), [0, 0])
+            >>> env.close()
+        """
+        from envhive.envpool._xla import xla_functions
+
+        return xla_functions(self)
 
     # -- actions --------------------------------------------------------------------------------
     def _from(self, action: Any, env_id: Any) -> tuple[np.ndarray, Any]:
@@ -243,6 +257,9 @@ class EnvPoolBase:
         return self.__repr__()
 
     def _out(self, b: Any, reset: bool) -> Any:
+        return self._out_layout(self._layout, b, reset)
+
+    def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
         raise NotImplementedError
 
 
@@ -339,8 +356,8 @@ class GymnasiumEnvPool(EnvPoolBase, GymVectorEnv, gym.Env):  # type: ignore[misc
                 env_id = np.flatnonzero(mask)
         return self._reset_envs(env_id)
 
-    def _out(self, b: Any, reset: bool) -> Any:
-        return self._layout.gym(b, reset)
+    def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
+        return layout.gym(b, reset)
 
     def close(self, **kwargs: Any) -> None:
         """Close the pool (idempotent)."""
@@ -372,8 +389,8 @@ class DMEnvPool(EnvPoolBase, _dm_base()):  # type: ignore[misc]
         """The dm_env spec of the action."""
         return self.spec.action_spec()
 
-    def _out(self, b: Any, reset: bool) -> Any:
-        return self._layout.dm(b)
+    def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
+        return layout.dm(b)
 
 
 def pool_class(name: str, base: type, module: str) -> type:
