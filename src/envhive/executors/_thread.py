@@ -78,49 +78,79 @@ _POLL_S = 0.25  # how often a blocked recv checks that the threads it waits on a
 #: close(): how long to wait for the threads, all together (as the process executor's close),
 #: when one is still inside an env call; its envs are then left open.
 _JOIN_TIMEOUT_S = 2.0
-# run_all: after this many sync calls in a row whose every share the caller ran itself, the
-# caller runs the next _INLINE_CALLS alone (doubling while the threads still start nothing,
-# up to _INLINE_CALLS_MAX), then tries the threads again.
+# run_all's route (see _Route). Observed: after _STOLEN_STREAK sync calls in a row whose every
+# share the caller ran itself, the caller runs the next _INLINE_CALLS alone (doubling while the
+# threads still start nothing, up to _INLINE_CALLS_MAX), then the threads again.
 _STOLEN_STREAK = 8
 _INLINE_CALLS, _INLINE_CALLS_MAX = 64, 4096
-# revisit: after _WARM_CALLS sync calls, _TRIAL_CALLS timed calls of each route alternately;
-# the faster route then runs the next _HOLD_CALLS calls (doubling while the trials agree, up
-# to _HOLD_CALLS_MAX), then a trial again.
+# Timed (revisit=True): after _WARM_CALLS sync calls, _TRIAL_CALLS timed calls of each route
+# alternately; the faster route then runs the next _HOLD_CALLS calls (doubling while the trials
+# agree, up to _HOLD_CALLS_MAX), then a trial again.
 _WARM_CALLS, _TRIAL_CALLS = 16, 8
 _HOLD_CALLS, _HOLD_CALLS_MAX = 256, 8192
 _THREADS, _CALLER = "threads", "caller"
-_clock = time.perf_counter  # the revisit's clock (looked up at each call: tests replace it)
+_clock = time.perf_counter  # the timed route's clock (looked up at each call: tests replace it)
 
 
-class _Revisit:
-    """Which route a sync call takes when ``executor="auto"`` chose threads: the threads, or
-    the caller alone (every slice in the calling thread). Both give the same results, so the
-    choice made at ``make`` from a short probe is revisited with the pool's own calls, under
-    whatever else the machine is running: a few calls of each route, alternately, are timed,
-    and the faster one is kept until the next trial."""
+class _Route:
+    """Which route a sync call over every env takes: the threads (``send`` + ``recv``, the
+    caller taking back shares no thread started) or the caller alone (every slice in the
+    calling thread, in slice order, as ``recv`` would merge them). Both give the same results,
+    so the route is only a question of time, and the pool's own calls answer it. One route is
+    held for a number of calls (``left``), then the question is asked again:
 
-    def __init__(self) -> None:
+    * **observed** (always): when the threads started none of the shares of
+      ``_STOLEN_STREAK`` calls in a row (the caller, running envs that hold the GIL, took them
+      all back before any thread got the GIL), waking threads only costs (futex wake-ups and GIL
+      hand-offs): the caller runs alone for the next ``hold`` calls, twice as many each time
+      the threads still start nothing when tried again.
+    * **timed** (``revisit=True``, which ``executor="auto"`` sets when it picks threads: its
+      probe at ``make`` was short, and the machine's load may change): a trial of a few calls
+      of each route, alternately, timed, and the faster route is held, twice as long each time
+      a trial agrees with the last.
+    """
+
+    def __init__(self, timed: bool) -> None:
+        self.timed = timed
         self.route = _THREADS
-        self.untimed = _WARM_CALLS  # calls before the next trial
-        self.hold = _HOLD_CALLS
-        self.trial: list[str] = []  # the routes of the trial's calls still to run, in order
+        self.left = _WARM_CALLS if timed else 0  # calls to run on ``route`` before asking again
+        self.hold = _HOLD_CALLS if timed else _INLINE_CALLS  # the next hold (doubles)
+        self.streak = 0  # observed: calls in a row whose every share the caller ran
+        self.trial: list[str] = []  # timed: the routes of the trial's calls still to run
         self.times: dict[str, list[float]] = {_THREADS: [], _CALLER: []}
         self.calls = 0
-        self.verdict = ""  # the last trial's finding, for describe()
+        self.verdict = ""  # timed: the last trial's finding, for describe()
 
     def next(self) -> str:
         """The route of the next sync call."""
         self.calls += 1
-        if not self.trial and self.untimed > 0:
-            self.untimed -= 1
+        if self.trial:
+            return self.trial[0]
+        if self.left > 0:
+            self.left -= 1
             return self.route
-        if not self.trial:
+        if self.timed:
             self.trial = [_THREADS, _CALLER] * _TRIAL_CALLS
             self.times = {_THREADS: [], _CALLER: []}
-        return self.trial[0]
+            return self.trial[0]
+        self.route = _THREADS  # observed: a held caller-alone run is over; try the threads
+        return _THREADS
 
-    def record(self, route: str, seconds: float) -> None:
-        """A sync call of ``route`` took ``seconds`` (counts only in a trial)."""
+    def record(self, route: str, seconds: float, all_stolen: bool) -> None:
+        """A sync call ran on ``route`` in ``seconds``; on the threads, ``all_stolen`` says
+        the caller ran every share itself."""
+        if self.timed:
+            self._timed(route, seconds)
+        elif route == _THREADS:
+            if not all_stolen:
+                self.streak, self.hold = 0, _INLINE_CALLS
+                return
+            self.streak += 1
+            if self.streak >= _STOLEN_STREAK:
+                self.streak, self.route, self.left = 0, _CALLER, self.hold
+                self.hold = min(2 * self.hold, _INLINE_CALLS_MAX)
+
+    def _timed(self, route: str, seconds: float) -> None:
         if not self.trial or self.trial[0] != route:
             return
         self.trial.pop(0)
@@ -131,7 +161,7 @@ class _Revisit:
         caller = sorted(self.times[_CALLER])[_TRIAL_CALLS // 2]
         route = _CALLER if caller <= threads else _THREADS  # a tie: the cheaper route
         self.hold = min(2 * self.hold, _HOLD_CALLS_MAX) if route == self.route else _HOLD_CALLS
-        self.route, self.untimed = route, self.hold
+        self.route, self.left = route, self.hold
         ratio = max(threads, caller) / max(min(threads, caller), 1e-12)
         self.verdict = (f"the caller alone: {ratio:.2f}x faster than the threads" if route == _CALLER
                         else f"threads: {ratio:.2f}x faster than the caller alone")
@@ -337,13 +367,18 @@ class ThreadExecutor(Executor):
         self._closed = False
         self._runner: EnvRunner | None = None  # every env, for call/set_attr in the caller
         self._map = SliceMap(0, 1)
-        # run_all's choice between the threads and the caller alone (see run_all).
         self._stolen = 0  # shares the caller ran itself, ever
-        self._streak = 0  # sync calls in a row whose every share the caller ran
-        self._inline_left = 0  # sync calls still to run in the caller alone
-        self._inline_calls = _INLINE_CALLS
-        self.revisit = revisit
-        self._revisit: _Revisit | None = None
+        self._route = _Route(timed=revisit)  # run_all's choice: the threads or the caller alone
+
+    @property
+    def revisit(self) -> bool:
+        """Whether the route of sync calls is timed (see :class:`_Route`); set it before the
+        first call."""
+        return self._route.timed
+
+    @revisit.setter
+    def revisit(self, value: bool) -> None:
+        self._route = _Route(timed=bool(value))
 
     # ------------------------------------------------------------------ launch
     def launch(self, factories: Sequence[EnvFactory]) -> list[EnvProps]:
@@ -417,35 +452,27 @@ class ThreadExecutor(Executor):
                 sl.wake.release()
 
     def run_all(self, options: dict[str, Any] | None = None) -> Completion:
-        """A sync call over every env (see ``Executor.run_all``).
-
-        ``send`` + ``recv``, unless the caller would run every share anyway: with one thread
-        (``recv`` steals its only share), or when the threads started none of the shares of
-        the last ``_STOLEN_STREAK`` calls, because the caller, running envs that hold the GIL,
-        took them all back before any thread got the GIL. Waking threads for nothing then only
-        costs (futex wake-ups and GIL hand-offs), so the caller runs every slice itself, in
-        slice order as ``recv`` would, for the next calls, and tries the threads again after
-        them (twice as many calls each time they still start nothing, up to
-        ``_INLINE_CALLS_MAX``). Nothing else is in flight and only the caller sends, so no
-        thread can take a share meanwhile; the results are the same either way.
-        """
+        """A sync call over every env (see ``Executor.run_all``): ``send`` + ``recv``, or every
+        slice in the caller alone, as :class:`_Route` decides (always the caller alone with one
+        thread, whose only share ``recv`` would steal). Nothing else is in flight and only the
+        caller sends, so no thread can take a share meanwhile; the results are the same either
+        way."""
         self._check_usable()
         slices = self._state.slices
-        if self.revisit and len(slices) > 1:
-            return self._run_revisited(options)
-        if len(slices) == 1 or self._inline_left:
-            self._inline_left = max(0, self._inline_left - 1)
+        if len(slices) == 1:
             return self._run_inline(options)
-        stolen = self._stolen
-        self.send(self._all_ids, options)
-        out = self.recv(len(self._all_ids))
-        if self._stolen - stolen < len(slices):
-            self._streak, self._inline_calls = 0, _INLINE_CALLS
+        chooser = self._route
+        route = chooser.next()
+        t0 = _clock() if chooser.timed else 0.0
+        if route == _CALLER:
+            out = self._run_inline(options)
+            stolen = 0
         else:
-            self._streak += 1
-            if self._streak >= _STOLEN_STREAK:
-                self._streak, self._inline_left = 0, self._inline_calls
-                self._inline_calls = min(2 * self._inline_calls, _INLINE_CALLS_MAX)
+            stolen = self._stolen
+            self.send(self._all_ids, options)
+            out = self.recv(len(self._all_ids))
+            stolen = self._stolen - stolen
+        chooser.record(route, _clock() - t0 if chooser.timed else 0.0, stolen >= len(slices))
         return out
 
     def _run_inline(self, options: dict[str, Any] | None) -> Completion:
@@ -453,20 +480,6 @@ class ThreadExecutor(Executor):
         out = Completion()  # one for every slice: each run adds its envs and their count
         for sl, (_, ids) in zip(self._state.slices, self._map.all_groups):
             sl.runner.run_whole(ids, options, out)
-        return out
-
-    def _run_revisited(self, options: dict[str, Any] | None) -> Completion:
-        """A sync call on the route :class:`_Revisit` picks, timed for it."""
-        if self._revisit is None:
-            self._revisit = _Revisit()
-        route = self._revisit.next()
-        t0 = _clock()
-        if route == _CALLER:
-            out = self._run_inline(options)
-        else:
-            self.send(self._all_ids, options)
-            out = self.recv(len(self._all_ids))
-        self._revisit.record(route, _clock() - t0)
         return out
 
     def recv(self, min_count: int) -> Completion:
@@ -620,8 +633,8 @@ class ThreadExecutor(Executor):
     def describe(self) -> str:
         k = len(self._state.slices) or self.num_threads or 0
         text = f"thread, {k} thread{'s' if k != 1 else ''}"
-        if self._revisit is not None and self._revisit.verdict:
-            text += f", revisited: {self._revisit.verdict}"
+        if self._route.verdict:
+            text += f", revisited: {self._route.verdict}"
         return text
 
 
