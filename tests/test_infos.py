@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,6 +42,19 @@ def test_batch_infos_equals_sequential_add_info(per_env, data):
     got = batch_infos(items, n)
     assert list(got) == list(want)
     assert_same_transcript([(_layout(got),)], [(_layout(want),)])
+    # Both against gymnasium's own batching (nested dicts included), the layout's definition.
+    ref = _GymInfos(n)
+    gym_infos: dict = {}
+    for slot, info in items:
+        gym_infos = ref._add_info(gym_infos, info, slot)
+    assert_same_transcript([(_layout(want),)], [(gym_infos,)])
+
+
+class _GymInfos(gym.vector.VectorEnv):
+    """Just enough of a gymnasium vector env to call its ``_add_info``."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
 
 
 # ---------------------------------------------------------------- inline steps that reset envs
