@@ -245,3 +245,23 @@ def test_step_types_are_dm_envs() -> None:
     """FIRST, MID, LAST are dm_env's (and EnvPool's) step type numbers."""
     dm_env = pytest.importorskip("dm_env")
     assert (FIRST, MID, LAST) == (dm_env.StepType.FIRST, dm_env.StepType.MID, dm_env.StepType.LAST)
+
+
+def test_batch_without_the_compiled_loop(monkeypatch) -> None:
+    """Built without a compiler (no ``envhive._runloop``), ``_batch`` imports and its step
+    types and discounts are the numpy definition's. A fresh copy of the module, so the pool's
+    own ``Batch`` class is left alone."""
+    import importlib.util
+    import sys
+
+    from envhive import _batch
+
+    monkeypatch.setitem(sys.modules, "envhive._runloop", None)  # its import raises ImportError
+    spec = importlib.util.spec_from_file_location("envhive_batch_plain", _batch.__file__)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    op, term, trunc, fin = (np.array([r[i] for r in ROWS]) for i in range(4))
+    b = plain.Batch(np.arange(len(ROWS)), None, None, term.astype(bool), trunc.astype(bool),
+                    op.astype(np.int8), None, fin.astype(bool), {}, {})
+    kinds, discounts = b.step_types_and_discounts()
+    assert kinds.tolist() == [r[5] for r in ROWS] and discounts.tolist() == [r[6] for r in ROWS]
