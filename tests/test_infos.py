@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +179,15 @@ def test_info_table_rows_are_owned():
     column[:] = -1
     assert infos[1]["pos"].tolist() == [2.0, 3.0] and row.tolist() == [4.0, 5.0]
     assert finals[1]["pos"].tolist() == [2.0, 3.0]
+
+
+def test_batch_infos_raises_where_add_info_raises():
+    """A value its key's column cannot hold (the first row decided a float column) raises in
+    ``batch_infos`` as in ``add_info`` (and gymnasium): nothing is silently written instead."""
+    items = [(0, {"x": 1.5}), (1, {"x": 2**2000})]
+    cols: dict = {}
+    add_info(cols, items[0][1], 0, 2)
+    with pytest.raises(OverflowError):
+        add_info(cols, items[1][1], 1, 2)
+    with pytest.raises(OverflowError):
+        batch_infos(items, 2)
