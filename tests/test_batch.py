@@ -185,3 +185,83 @@ def test_batches_say_what_happened_for_any_done_pattern(per_env, mode, batch_siz
             b = pool.recv()
             check_batch(b, mode)
             pool.send(np.full(k, t % 3), b.env_ids)
+
+
+# ------------------------------------------------------------------ the definition, row by row
+#: (op, terminated, truncated, has_final) -> (is_reset, step_type, discount), as the Batch and
+#: dm_env docs define them: FIRST for a reset row (RESET, or a STEP_RESET that ended and was
+#: reset: has_final), else LAST if the episode ended, else MID; discount 0.0 on LAST rows that
+#: terminated, 1.0 on every other row (truncated ones and reset rows included).
+ROWS = [
+    (RESET, False, False, False, True, FIRST, 1.0),
+    (STEP, False, False, False, False, MID, 1.0),
+    (STEP, True, False, False, False, LAST, 0.0),
+    (STEP, False, True, False, False, LAST, 1.0),
+    (STEP, True, True, False, False, LAST, 0.0),
+    (STEP_RESET, False, False, False, False, MID, 1.0),
+    (STEP_RESET, True, False, True, True, FIRST, 1.0),  # same_step: ended and reset in one op
+    (STEP_RESET, False, True, True, True, FIRST, 1.0),
+    (STEP_RESET, True, False, False, False, LAST, 0.0),  # has_final not set: not a reset row
+    (NO_OP, False, False, False, False, MID, 1.0),
+    (NO_OP, True, False, False, False, LAST, 0.0),  # a masked reset's untouched row repeats its flags
+    (NO_OP, False, True, False, False, LAST, 1.0),
+]
+
+
+def _table_batch(rows, with_final: bool) -> Batch:
+    op, term, trunc, fin = (np.array([r[i] for r in rows]) for i in range(4))
+    return Batch(np.arange(len(rows)), None, None, term.astype(bool), trunc.astype(bool), op.astype(np.int8),
+                 None, fin.astype(bool) if with_final else None, {}, {})
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_step_type_and_discount_of_every_kind_of_row(compiled: bool, monkeypatch) -> None:
+    """Each kind of row's ``is_reset``, ``step_type`` and discount, on the compiled pass
+    (``_runloop.step_kinds``) and on the numpy definition it stands in for; without
+    ``has_final`` (no row can have a final obs) a STEP_RESET row is never a reset row."""
+    from envhive import _batch
+
+    if not compiled:
+        monkeypatch.setattr(_batch, "_step_kinds", None)
+    elif _batch._step_kinds is None:
+        pytest.skip("built without the C loop")
+    b = _table_batch(ROWS, with_final=True)
+    assert b.agents is None  # a batch of single-agent envs
+    assert b.is_reset.tolist() == [r[4] for r in ROWS]
+    assert b.step_type.tolist() == [r[5] for r in ROWS]
+    kinds, discounts = b.step_types_and_discounts()
+    assert kinds.dtype == np.int8 and discounts.dtype == np.float64
+    assert kinds.tolist() == [r[5] for r in ROWS] and discounts.tolist() == [r[6] for r in ROWS]
+    assert b.step_types_and_discounts(False)[1] is None
+    plain = [r for r in ROWS if not r[3]]  # the same rows, has_final None
+    b = _table_batch(plain, with_final=False)
+    assert b.is_reset.tolist() == [r[4] for r in plain]
+    assert b.step_types_and_discounts()[0].tolist() == [r[5] for r in plain]
+    b = _table_batch([(STEP_RESET, True, False, True, True, FIRST, 1.0)], with_final=False)
+    assert b.is_reset.tolist() == [False] and b.step_type.tolist() == [LAST]
+
+
+def test_step_types_are_dm_envs() -> None:
+    """FIRST, MID, LAST are dm_env's (and EnvPool's) step type numbers."""
+    dm_env = pytest.importorskip("dm_env")
+    assert (FIRST, MID, LAST) == (dm_env.StepType.FIRST, dm_env.StepType.MID, dm_env.StepType.LAST)
+
+
+def test_batch_without_the_compiled_loop(monkeypatch) -> None:
+    """Built without a compiler (no ``envhive._runloop``), ``_batch`` imports and its step
+    types and discounts are the numpy definition's. A fresh copy of the module, so the pool's
+    own ``Batch`` class is left alone."""
+    import importlib.util
+    import sys
+
+    from envhive import _batch
+
+    monkeypatch.setitem(sys.modules, "envhive._runloop", None)  # its import raises ImportError
+    spec = importlib.util.spec_from_file_location("envhive_batch_plain", _batch.__file__)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    op, term, trunc, fin = (np.array([r[i] for r in ROWS]) for i in range(4))
+    b = plain.Batch(np.arange(len(ROWS)), None, None, term.astype(bool), trunc.astype(bool),
+                    op.astype(np.int8), None, fin.astype(bool), {}, {})
+    kinds, discounts = b.step_types_and_discounts()
+    assert kinds.tolist() == [r[5] for r in ROWS] and discounts.tolist() == [r[6] for r in ROWS]

@@ -288,3 +288,96 @@ def test_recv_rows_equal_the_sync_rows_with_or_without_copies(copy):
     finally:
         ref.close()
         env.close()
+
+
+@pytest.mark.parametrize("executor", ["serial", "thread"])
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_env_steps_count_the_real_steps_of_async_calls(executor, mode):
+    """``env_steps`` counts the envs' real ``step`` calls on the async path too: the books
+    count the RESET ops that come back (async_reset's, next_step's resets of ended envs),
+    also while other envs are still in flight, and those are not steps."""
+    import functools
+
+    pattern = [[(1, "term")], [(2, "trunc")], [(3, "term")], [(1, "trunc"), (2, "term")]]
+    fns = [functools.partial(CountingEnv, pattern=p, tag=i) for i, p in enumerate(pattern)]
+    pool = envhive.make(fns, executor=executor, batch_size=2, autoreset=mode, api="pool")
+    try:
+        pool.async_reset(seed=0)
+        real, seen = 0, set()
+
+        def count(b) -> int:
+            """The real steps among ``b``'s rows: not an env's first row (async_reset's); then
+            next_step: a row past step 0 (else the env was reset); same_step: every row."""
+            steps = 0
+            for k, i in enumerate(b.env_ids.tolist()):
+                if i in seen:
+                    steps += 1 if mode == "same_step" else int(b.obs[k, 2] > 0)
+                seen.add(i)
+            return steps
+
+        for t in range(24):
+            b = pool.recv()
+            real += count(b)
+            pool.send(np.full(2, t % 3), b.env_ids)
+        real += count(pool.wait())  # the 4 envs in flight
+        assert pool.env_steps == real
+    finally:
+        pool.close()
+
+
+def test_misuse_of_recv_and_wait_is_refused_word_for_word():
+    """What recv() with too few envs sent and a wait with nothing sent say, exactly, and the
+    gymnasium call a ``*_wait`` names (``step_wait`` -> ``step``)."""
+    books, b, _ = _books(batch_size=3)
+    _send(books, b, [0, 1])
+    pull, _ = _script(books)
+    with pytest.raises(NothingPendingError) as info:
+        books.take(3, pull)
+    assert str(info.value) == ("recv() returns batches of 3 envs but only 2 are pending and 0 ready: "
+                               "send() actions or async_reset() first")
+    books, _, _ = _books()
+    with pytest.raises(NothingPendingError) as info:
+        books.wait_all(pull, None, "step_wait")
+    assert str(info.value) == "step_wait() called with no env in flight: send() actions or async_reset() first"
+    assert info.value.name == "step"
+
+
+def test_wait_all_with_a_timeout_returns_once_every_env_is_back():
+    """A timeout is a bound: envs that come back before it (here on the third look) are
+    returned, and the message of one that runs out says how many are still running."""
+    books, b, _ = _books()
+    _send(books, b, [1, 3])
+    pull, asked = _script(books, Completion(), Completion(env_ids=[3]), Completion(env_ids=[1]))
+    op = books.wait_all(pull, 0.9, "step_wait")  # ~1 ms of polls: 0.9 s is a generous bound
+    assert op.tolist() == [-1, int(Op.STEP), -1, int(Op.STEP), -1] and asked == [0, 0, 0]
+    assert books.status.tolist() == [IDLE] * N and books.pending == 0
+    _send(books, b, [2])
+    pull, _ = _script(books)
+    with pytest.raises(WaitTimeoutError) as info:
+        books.wait_all(pull, 0.02, "step_wait")
+    assert str(info.value) == ("The call to `step_wait` has timed out after 0.02 second(s): 1 of the envs "
+                               "sent are still running. They stay in flight: call step_wait() again for "
+                               "their results, or close the pool")
+
+
+def test_give_up_forgets_the_rows_kept_in_an_engine_table():
+    """Given up, the rows an engine's table held are forgotten: the books hold nothing but
+    envs in flight again, and the next infos of those envs are what comes back next."""
+    from envhive._infos import InfoTable
+
+    books, b, _ = _books()
+    table = InfoTable({"lives": np.arange(N, dtype=np.int32)}, {"lives": np.zeros(N, np.int32)},
+                      np.zeros(N, np.bool_))
+    _send(books, b, [0, 1])
+    books.absorb(Completion(env_ids=[0, 1], info_table=table, table_ids=[0, 1]), sync=False)
+    assert not books.only_in_flight
+    assert books.give_up().tolist() == [True, True, False, False, False]
+    assert books.only_in_flight
+    _send(books, b, [0, 1])
+    books.absorb(Completion(env_ids=[0], infos={0: {"x": 5}}), sync=False)
+    books.absorb(Completion(env_ids=[1], info_table=table, table_ids=[1]), sync=False)
+    infos, finals, has_final = books.take_infos([0, 1], 2)
+    assert infos["x"].mask.tolist() == [True, False] and infos["x"].values.tolist() == [5, 0]
+    assert infos["lives"].mask.tolist() == [False, True] and infos["lives"].values.tolist() == [0, 1]
+    assert finals == {} and has_final is None
+    assert books.infos == {}  # everything taken

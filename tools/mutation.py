@@ -10,9 +10,17 @@ are untouched.
     python tools/mutation.py _autoreset.py        # some of them
     python tools/mutation.py --list               # the modules and their tests
 
-Writes ``mutation-results.json`` (module -> killed, survived, timeout, total, score, the
-surviving mutants' diffs) in the current directory. Needs ``pip install mutmut==2.5.1``.
-docs/reliability.md quotes the scores, the survivors judged equivalent and how long it takes.
+A long module can be scored in parts: ``--cache DIR`` keeps mutmut's cache of each module in
+``DIR`` (one SQLite file per module) and starts from it, so a run that stopped (``--budget``
+seconds per module ran out, Ctrl-C) goes on where it was: a killed mutant stays killed, the
+untested ones run, survivors run again only if a test file changed since.
+
+    python tools/mutation.py _books.py --cache .mutation --budget 1800   # repeat until done
+
+Writes ``mutation-results.json`` (module -> mutants, run, killed, survived, timeout,
+suspicious, untested, score over the mutants run, the surviving mutants' diffs) in the current
+directory. Needs ``pip install mutmut==2.5.1``. docs/reliability.md quotes the scores, the
+survivors judged equivalent and how long it takes.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -35,8 +44,14 @@ MODULES: dict[str, list[str]] = {
     "_autoreset.py": ["tests/test_rules.py"],
     "_ops.py": ["tests/test_rules.py"],
     "_batch.py": ["tests/test_rules.py", "tests/test_batch.py"],
-    "_infos.py": ["tests/test_rules.py", "tests/test_infos.py", "tests/test_batch.py"],
-    "_books.py": ["tests/test_rules.py", "tests/test_books.py"],
+    # The counter's native steps (tests/native_core) are the fast test of an engine's batched
+    # step infos (engine_columns, patched at the rows an inline step reset).
+    "_infos.py": ["tests/test_rules.py", "tests/test_infos.py", "tests/test_batch.py",
+                  "tests/native_core/test_counter_core.py::test_native_equals_the_python_reference_in_every_mode"],
+    # The books' unit tests first (scripted completions, no executor: most mutants die there);
+    # the counter's async recv is the one fast test of the lean recv path (take_finished).
+    "_books.py": ["tests/test_books.py", "tests/test_rules.py",
+                  "tests/native_core/test_counter_core.py::test_async_send_recv_gives_each_env_the_reference_sequence"],
     "frontends/_gymnasium.py": ["tests/test_rules.py", "tests/test_gymnasium_compat.py"],
     "frontends/_dm_env.py": ["tests/test_dm_env.py"],
     "frontends/_flat.py": ["tests/multiagent/test_views.py", "tests/multiagent/test_one_agent.py"],
@@ -55,7 +70,9 @@ def _scratch() -> Path:
 
 
 def _counts(cache: Path) -> dict[str, object]:
-    """Mutant statuses from mutmut's cache (a SQLite database)."""
+    """Mutant statuses from mutmut's cache (a SQLite database). ``total`` counts the mutants
+    run (the score's denominator), ``mutants`` every mutant of the module (mutmut registers
+    them all before running any; the rest are ``untested``)."""
     con = sqlite3.connect(cache)
     rows = con.execute("SELECT status, COUNT(*) FROM Mutant GROUP BY status").fetchall()
     con.close()
@@ -65,8 +82,11 @@ def _counts(cache: Path) -> dict[str, object]:
     timeout = by.get("bad_timeout", 0)
     suspicious = by.get("ok_suspicious", 0)
     total = killed + survived + timeout + suspicious
-    return {"killed": killed, "survived": survived, "timeout": timeout, "suspicious": suspicious,
-            "total": total, "score": round((killed + timeout) / total, 4) if total else None}
+    return {"mutants": sum(by.values()), "killed": killed, "survived": survived, "timeout": timeout,
+            "suspicious": suspicious, "untested": by.get("untested", 0), "total": total,
+            # mutmut's "suspicious" is a mutant whose tests failed, more slowly than twice the
+            # baseline run (load on the machine does that): killed, as a timeout is.
+            "score": round((killed + timeout + suspicious) / total, 4) if total else None}
 
 
 def _survivors(root: Path, env: dict[str, str]) -> list[str]:
@@ -82,22 +102,49 @@ def _survivors(root: Path, env: dict[str, str]) -> list[str]:
     return out
 
 
-def run(module: str, root: Path) -> dict[str, object]:
+def _cache_file(cache_dir: Path, module: str) -> Path:
+    return cache_dir / (module.replace("/", "__") + ".sqlite")
+
+
+def run(module: str, root: Path, cache_dir: Path | None = None, budget: float | None = None
+        ) -> dict[str, object]:
     tests = MODULES[module]
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "ENVHIVE_CACHE_DIR": str(root / "cache"),
            "PYTHONDONTWRITEBYTECODE": "1"}
-    (root / ".mutmut-cache").unlink(missing_ok=True)
+    cache = root / ".mutmut-cache"
+    cache.unlink(missing_ok=True)
+    if cache_dir is not None and _cache_file(cache_dir, module).exists():
+        shutil.copy(_cache_file(cache_dir, module), cache)
     # mutmut 2 counts only exit status 1 as "tests failed": a mutant that breaks the import
     # (pytest's status 2, collection errors) would count as survived, so any failure is 1.
     pytest = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {' '.join(tests)}"
     runner = f"bash -c '{pytest} || exit 1'"
     start = time.monotonic()
-    subprocess.run(
+    # A session of its own, so that a budget that runs out ends mutmut, its workers and the
+    # test run in progress together.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", f"src/envhive/{module}",
          "--tests-dir", "tests", "--runner", runner, "--no-progress", "--simple-output"],
-        cwd=root, env=env, check=False,
+        cwd=root, env=env, start_new_session=True,
     )
-    result = _counts(root / ".mutmut-cache")
+    try:
+        proc.wait(timeout=budget)
+    except subprocess.TimeoutExpired:
+        print(f"{module}: budget of {budget} s ran out; the cache keeps what ran", flush=True)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        # mutmut stopped mid-mutant leaves the module mutated: the next module's runs need it whole.
+        shutil.copy(REPO / "src" / "envhive" / module, root / "src" / "envhive" / module)
+        if cache_dir is not None and cache.exists():
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy(cache, _cache_file(cache_dir, module))
+    result = _counts(cache)
     result["seconds"] = round(time.monotonic() - start)
     result["tests"] = tests
     result["survivors"] = _survivors(root, env)
@@ -109,6 +156,8 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", help="modules under src/envhive/ (default: all)")
     parser.add_argument("--list", action="store_true", help="the modules and their tests")
     parser.add_argument("--out", default="mutation-results.json")
+    parser.add_argument("--cache", type=Path, help="keep each module's mutmut cache here and resume from it")
+    parser.add_argument("--budget", type=float, help="seconds per module (with --cache: resume later)")
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():
@@ -121,10 +170,11 @@ def main() -> int:
     results = {}
     try:
         for module in args.modules or list(MODULES):
-            results[module] = run(module, root)
+            results[module] = run(module, root, args.cache, args.budget)
             r = results[module]
-            print(f"{module}: {r['killed']} of {r['total']} killed ({r['score']}), "
-                  f"{r['survived']} survived, {r['seconds']} s", flush=True)
+            print(f"{module}: {r['mutants']} mutants, {r['total']} run: {r['killed']} killed, "
+                  f"{r['timeout']} timed out, {r['survived']} survived, {r['suspicious']} suspicious "
+                  f"(score {r['score']}), {r['untested']} not run, {r['seconds']} s", flush=True)
             Path(args.out).write_text(json.dumps(results, indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)
