@@ -99,6 +99,8 @@ def xla_functions(env: Any) -> tuple[np.ndarray, Callable[..., Any], Callable[..
         raise ConfigError(f"xla(): {env.spec._task_id} has {env._players} players per env: recv returns a row per "
                           "player present, a number XLA's fixed shapes cannot hold; use the eager calls")
     canon = jax.dtypes.canonicalize_dtype
+    # Rebuilt by jax's tree_map: its dicts in jax's key order, so that _fit, walking the
+    # template, appends the leaves in the order tree_flatten lists them.
     template = jax.tree_util.tree_map(lambda a: a.astype(canon(a.dtype)), _template(env))
     leaves, treedef = jax.tree_util.tree_flatten(template)
     handle_struct = jax.ShapeDtypeStruct((8,), np.uint8)
