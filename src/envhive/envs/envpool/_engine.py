@@ -129,6 +129,8 @@ class EnvPoolEngine:
         with real_envpool():
             self.layout = layout = Layout(ep.make_spec(task_id, num_envs=n, **spec_kwargs))
         self._multi = layout.players > 1
+        #: step_all may take ``_step_plain`` (EnvPool's pool in sync mode, one player).
+        self._lean_sync = not self._multi
         self.props = EnvProps(layout.observation_space, layout.action_space,
                               {"render_modes": ["rgb_array"]}, kwargs.get("render_mode"), None, layout.agents)
         self._pool: Any = None
@@ -387,6 +389,8 @@ class EnvPoolEngine:
             return _result(StepAllResult, (self._first_bad(actions, ops), 0, None, None))
         if actions is not b.actions:
             b.actions[...] = actions
+        if plain and self._lean_sync and self._flight is None and self._pool is not None:
+            return self._step_plain(ops)
         self._settle()
         out = Completion()
         self._run(self._every, False, out, False)
@@ -403,6 +407,47 @@ class EnvPoolEngine:
             reset = self._info["reset"]
             reset_infos = {i: {k: v[i] for k, v in reset.items()} for i in np.flatnonzero(again).tolist()}
         return _result(StepAllResult, (-1, done, step_infos, reset_infos))
+
+    def _step_plain(self, ops: np.ndarray) -> StepAllResult:
+        """``step_all``'s common case: every env steps (no RESET op) in one ``_send``/``_recv``
+        and nothing else runs. The step infos are EnvPool's own result arrays (each ``_recv``
+        hands out fresh ones), so they are neither copied nor written into the info columns:
+        the columns are only read for envs reported through the table, whose rows are written
+        by the op that reports them. The envs a STEP_RESET ended are reset as on the general
+        path (``"again"``)."""
+        b, layout, pool, every = self._ob, self.layout, self._pool, self._every32
+        try:
+            pool._send([every, every, b.actions.astype(layout.action_dtype)])
+            state = pool._recv()
+        except Exception as err:  # EnvPool raised: as on the general path, env 0's error first
+            raise EnvWorkerError(f"EnvPool {self.task_id}: {type(err).__name__}: {err}", env_id=0,
+                                 cause_type=type(err).__name__) from err
+        for j, leaf, _ in self._obs_leaves:
+            leaf[...] = state[j]
+        done, trunc = state[layout.done], state[layout.trunc]
+        b.reward[...] = state[layout.reward]
+        np.greater(done, trunc, out=b.terminated)  # done & ~trunc
+        b.truncated[...] = trunc
+        self._done[...] = done
+        self._touched.fill(True)
+        self._reset_after.fill(False)
+        step_infos = {name: state[j] for j, name, _ in layout.info_keys}
+        count = int(np.count_nonzero(done))
+        ended = np.flatnonzero(done & (ops == STEP_RESET)) if count else _NONE
+        if not ended.size:
+            return _result(StepAllResult, (-1, count, step_infos, None))
+        if self._final_leaves is not None:
+            for (_, leaf, _), (_, final, _) in zip(self._obs_leaves, self._final_leaves):
+                final[ended] = leaf[ended]
+        self._reset_after[ended] = True
+        out = Completion()
+        self._issue("again", ended)
+        self._complete(out)
+        if out.errors:
+            raise out.errors[min(out.errors)]
+        reset = self._info["reset"]
+        reset_infos = {i: {k: v[i] for k, v in reset.items()} for i in ended.tolist()}
+        return _result(StepAllResult, (-1, count, step_infos, reset_infos))
 
     def _first_bad(self, actions: Any, ops: np.ndarray) -> int:
         """The first env whose action is outside the action space (RESET rows excepted)."""
