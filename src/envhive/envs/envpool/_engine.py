@@ -25,10 +25,17 @@ A seeded reset of some envs while others are running cannot be honoured (EnvPool
 reseed one env): it fails as that env's error, saying so. Seeds must fit an int32, as in
 EnvPool. An env without a seed at a build gets a fresh random one.
 
+**Sync steps.** A ``step`` of every env with no RESET among the ops is one ``_send`` and one
+``_recv``; its step infos are EnvPool's own result arrays (each ``_recv`` returns fresh ones),
+handed to the pool without a copy.
+
 **Async.** ``start`` issues the call (after collecting the one in flight, if any, into a stash)
 and returns while EnvPool's threads run it; ``collect`` hands over the stash, collecting the
 call in flight when that is not enough. Infos are kept in columns read through an
-:class:`~envhive._infos.InfoTable`.
+:class:`~envhive._infos.InfoTable`. This engine serves pools whose ``recv`` returns every env
+(``batch_size = num_envs``) and multi-player ids; a single-player pool with a smaller
+``batch_size`` gets :class:`~envhive.envs.envpool._stream.StreamEngine`, which runs EnvPool's
+pool in EnvPool's async mode (many envs queued at once, no call boundaries).
 
 Multi-player ids (``max_num_players > 1``, pgx's board games, highway's multi-agent) run on the
 agent axis; EnvPool pools of several players are never in sync mode, so theirs is built with
