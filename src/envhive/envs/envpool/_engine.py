@@ -394,10 +394,10 @@ class EnvPoolEngine:
         stepped = actions if plain else actions[ops != RESET]
         if stepped.size and not self._codec.in_bounds(stepped):  # type: ignore[attr-defined]
             return _result(StepAllResult, (self._first_bad(actions, ops), 0, None, None))
+        if plain and self._lean_sync and self._flight is None and self._pool is not None:
+            return self._step_plain(actions, ops)
         if actions is not b.actions:
             b.actions[...] = actions
-        if plain and self._lean_sync and self._flight is None and self._pool is not None:
-            return self._step_plain(ops)
         self._settle()
         out = Completion()
         self._run(self._every, False, out, False)
@@ -415,16 +415,17 @@ class EnvPoolEngine:
             reset_infos = {i: {k: v[i] for k, v in reset.items()} for i in np.flatnonzero(again).tolist()}
         return _result(StepAllResult, (-1, done, step_infos, reset_infos))
 
-    def _step_plain(self, ops: np.ndarray) -> StepAllResult:
+    def _step_plain(self, actions: np.ndarray, ops: np.ndarray) -> StepAllResult:
         """``step_all``'s common case: every env steps (no RESET op) in one ``_send``/``_recv``
         and nothing else runs. The step infos are EnvPool's own result arrays (each ``_recv``
         hands out fresh ones), so they are neither copied nor written into the info columns:
         the columns are only read for envs reported through the table, whose rows are written
         by the op that reports them. The envs a STEP_RESET ended are reset as on the general
-        path (``"again"``)."""
+        path (``"again"``). The actions go to EnvPool only (the general path reads them from
+        the pool's buffers)."""
         b, layout, pool, every = self._ob, self.layout, self._pool, self._every32
         try:
-            pool._send([every, every, b.actions.astype(layout.action_dtype)])
+            pool._send([every, every, np.asarray(actions).astype(layout.action_dtype)])
             state = pool._recv()
         except Exception as err:  # EnvPool raised: as on the general path, env 0's error first
             raise EnvWorkerError(f"EnvPool {self.task_id}: {type(err).__name__}: {err}", env_id=0,

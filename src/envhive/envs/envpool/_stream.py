@@ -153,12 +153,13 @@ class StreamEngine(EnvPoolEngine):
         rest as one ``_send``); without ``leave``, receive until every env is reported."""
         self._ensure_pool()
         self._drain()
-        if seeded:
-            ids = self._seed(ids, out)
-        forced = (self._ob.ops[ids] == RESET) & ~self._done[ids]
-        if np.count_nonzero(forced):
-            self._enqueue(ids[forced], _RESET, out)
-            ids = ids[~forced]
+        if np.count_nonzero(self._ob.ops[ids] == RESET):  # else: steps only, one _send
+            if seeded:
+                ids = self._seed(ids, out)
+            forced = (self._ob.ops[ids] == RESET) & ~self._done[ids]
+            if np.count_nonzero(forced):
+                self._enqueue(ids[forced], _RESET, out)
+                ids = ids[~forced]
         if ids.size:
             self._enqueue(ids, _STEP, out)
         if not leave:
