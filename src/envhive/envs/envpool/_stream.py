@@ -233,34 +233,45 @@ class StreamEngine(EnvPoolEngine):
         for j, leaf, _ in self._obs_leaves:
             leaf[ids] = state[j][rows]
         done, trunc, reward = state[layout.done][rows], state[layout.trunc][rows], state[layout.reward][rows]
-        again = kinds == _AGAIN  # a STEP_RESET's reset: reward and flags stay the step's
-        has_again = bool(np.count_nonzero(again))
-        step = ~again if has_again else slice(None)
-        sid = ids[step]
-        b.reward[sid] = reward[step]
-        b.terminated[sid] = done[step] & ~trunc[step]
-        b.truncated[sid] = trunc[step]
-        self._done[sid] = done[step]
-        self._reset_after[sid] = False
+        values = {name: state[j][rows] for j, name, _ in layout.info_keys}
         ops = b.ops[ids]
-        resets = (kinds != _STEP) | (ops == RESET)
-        self._put_rows(ids, resets, {name: state[j][rows] for j, name, _ in layout.info_keys})
-        stepped_end = done & (kinds == _STEP) & (ops != RESET)
-        ended = int(np.count_nonzero(stepped_end)) + int(np.count_nonzero(again))
-        if has_again:
+        steps = kinds == _STEP
+        steps &= ops != RESET  # the rows of steps; the others are resets of some kind
+        if np.count_nonzero(steps) == ids.size:  # the common case: every row a step
+            self._write_steps(ids, reward, done, trunc, slice(None))
+            self._put_rows(ids, None, values)
+            stepped_end = done
+            ended = int(np.count_nonzero(done))
+        else:
+            again = kinds == _AGAIN  # a STEP_RESET's reset: reward and flags stay the step's
+            self._write_steps(ids, reward, done, trunc, ~again)
             self._done[ids[again]] = False
-        new = stepped_end & (ops == STEP_RESET)
-        if not np.count_nonzero(new):
+            self._put_rows(ids, ~steps, values)
+            stepped_end = done & steps
+            ended = int(np.count_nonzero(stepped_end)) + int(np.count_nonzero(again))  # again: its step ended
+        new = stepped_end & (ops == STEP_RESET) if ended else None
+        if new is None or not np.count_nonzero(new):
             self._live -= ids.size
             return ids, ended
         return self._reset_again(ids, new, ended)
 
-    def _put_rows(self, ids: np.ndarray, resets: np.ndarray, values: dict[str, np.ndarray]) -> None:
+    def _write_steps(self, ids: np.ndarray, reward: np.ndarray, done: np.ndarray, trunc: np.ndarray,
+                     rows: Any) -> None:
+        """Reward and flags of envs ``ids[rows]`` (their op's last transition)."""
+        sid = ids[rows]
+        b = self._ob
+        b.reward[sid] = reward[rows]
+        b.terminated[sid] = done[rows] > trunc[rows]  # done & ~trunc
+        b.truncated[sid] = trunc[rows]
+        self._done[sid] = done[rows]
+        self._reset_after[sid] = False
+
+    def _put_rows(self, ids: np.ndarray, resets: np.ndarray | None, values: dict[str, np.ndarray]) -> None:
         """Info values of envs ``ids`` into the columns: ``rep``, and ``reset`` for the rows
-        of resets (``resets``), ``step`` for the others."""
+        of resets (``resets``; ``None``: none), ``step`` for the others."""
         info = self._info
-        all_resets = resets.all()
-        no_resets = not all_resets and not np.count_nonzero(resets)
+        all_resets = resets is not None and bool(resets.all())
+        no_resets = resets is None or (not all_resets and not np.count_nonzero(resets))
         for name, value in values.items():
             info["rep"][name][ids] = value
             if all_resets:
@@ -268,6 +279,7 @@ class StreamEngine(EnvPoolEngine):
             elif no_resets:
                 info["step"][name][ids] = value
             else:
+                assert resets is not None
                 info["reset"][name][ids[resets]] = value[resets]
                 info["step"][name][ids[~resets]] = value[~resets]
 
