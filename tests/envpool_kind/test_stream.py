@@ -204,3 +204,35 @@ def test_a_discard_leaves_a_pool_that_reset_takes(seed):
             np.testing.assert_array_equal(env.step(np.ones(n, np.int64))[-1]["elapsed_step"], np.ones(n))
     finally:
         env.close(), ref.close()
+
+
+@pytest.mark.parametrize("batch_size", [2, None], ids=["async-mode", "sync-mode"])
+def test_a_ctrl_c_as_envpools_recv_returns_loses_nothing_but_that_batch(batch_size, monkeypatch):
+    """The interrupt strikes as EnvPool's ``_recv`` returns (its results lost): the call
+    raises, and ``reset`` then gives a pool equal to a fresh one (no hang, nothing stale)."""
+    n = 6
+    env = envhive.make("envpool/CartPole-v1", n, batch_size=batch_size, seed=0)
+    ref = envhive.make("envpool/CartPole-v1", n)
+    try:
+        env.reset()
+        engine = env.pool.executor._engine
+        real = engine._pool._recv
+
+        def lost():
+            real()
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(engine._pool, "_recv", lost)
+        with pytest.raises(KeyboardInterrupt):
+            if batch_size is None:
+                env.step(np.ones(n, np.int64))
+            else:
+                env.send(np.ones(n, np.int64))
+                env.recv()
+        monkeypatch.undo()
+        np.testing.assert_array_equal(env.reset(seed=4)[0], ref.reset(seed=4)[0])
+        for _ in range(4):
+            a = np.ones(n, np.int64)
+            np.testing.assert_array_equal(env.step(a)[0], ref.step(a)[0])
+    finally:
+        env.close(), ref.close()

@@ -424,12 +424,17 @@ class EnvPoolEngine:
         path (``"again"``). The actions go to EnvPool only (the general path reads them from
         the pool's buffers)."""
         b, layout, pool, every = self._ob, self.layout, self._pool, self._every32
+        # In flight while EnvPool runs it: a Ctrl-C as _send or _recv returns leaves it to the
+        # next call's _settle (a _recv in sync mode with nothing in flight returns no rows).
+        self._flight = _Call("send", self._every)
         try:
             pool._send([every, every, np.asarray(actions).astype(layout.action_dtype)])
             state = pool._recv()
         except Exception as err:  # EnvPool raised: as on the general path, env 0's error first
+            self._flight = None
             raise EnvWorkerError(f"EnvPool {self.task_id}: {type(err).__name__}: {err}", env_id=0,
                                  cause_type=type(err).__name__) from err
+        self._flight = None
         for j, leaf, _ in self._obs_leaves:
             leaf[...] = state[j]
         done, trunc = state[layout.done], state[layout.trunc]

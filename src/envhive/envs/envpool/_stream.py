@@ -100,6 +100,7 @@ class StreamEngine(EnvPoolEngine):
         self._out = 0  # results EnvPool owes: every env queued and not received
         self._live = 0  # envhive's envs queued and not reported (not discarded)
         self._dropped = 0  # discarded envs queued and not received
+        self._receiving = False  # inside _recv (see _recover)
         # The spares' actions: one valid action each (None: the spares are reset instead).
         single = spare_action(self.layout.player_action_space, self.layout.action_dtype)
         self._spare_rows = None if single is None else np.stack([single] * max(k - 1, 1))
@@ -117,6 +118,7 @@ class StreamEngine(EnvPoolEngine):
         self._touched[:] = False
         self._kind[:] = _IDLE
         self._out = self._live = self._dropped = 0
+        self._receiving = False
 
     # -- queueing ------------------------------------------------------------------------
     def _enqueue(self, ids: np.ndarray, kind: int, out: Completion) -> None:
@@ -140,7 +142,8 @@ class StreamEngine(EnvPoolEngine):
 
     def _pad(self) -> None:
         """Step (or reset) spares so that EnvPool owes a whole batch (see the module)."""
-        spares = self._spare_ids[:self._k - self._out]
+        idle = self._spare_ids[self._kind[self._spare_ids] == _IDLE]  # (all, but after a Ctrl-C)
+        spares = idle[:self._k - self._out]
         if self._spare_rows is None:
             self._pool._reset(spares)
         else:
@@ -169,12 +172,26 @@ class StreamEngine(EnvPoolEngine):
     def _drain(self) -> None:
         """Receive every discarded env still queued (their results dropped), keeping what
         else comes back for ``collect``."""
-        while self._dropped:
+        self._recover()
+        while self._dropped and self._out:
             self._receive_into(self._stash)
+        if self._dropped:  # a batch was lost to an interrupt (_recover): nothing is owed now
+            self._kind[self._kind == _DROPPED] = _IDLE
+            self._dropped = 0
+
+    def _recover(self) -> None:
+        """After a Ctrl-C that struck as a ``_recv`` returned (its results are lost, and so
+        is which envs they were): EnvPool owes that batch no more. The pool discards what
+        was in flight after such an interrupt, so the lost envs are dropped ones, and
+        ``_drain`` forgets them once EnvPool owes nothing."""
+        if self._receiving:
+            self._receiving = False
+            self._out -= self._k
 
     def _settle(self) -> None:
         """Receive everything queued (for a call that needs EnvPool's envs at rest)."""
-        while self._live:
+        self._recover()
+        while self._live and self._out:
             self._receive_into(self._stash)
         self._drain()
 
@@ -206,10 +223,13 @@ class StreamEngine(EnvPoolEngine):
         """One EnvPool ``_recv`` (padded with spares when fewer than a batch are owed): its
         results into the buffers and info columns. Returns the envs reported (in EnvPool's
         order) and how many of them ended an episode."""
+        self._recover()
         if self._out < self._k:
             self._pad()
+        self._receiving = True
         state = self._pool._recv()
         self._out -= self._k
+        self._receiving = False
         eids = state[self.layout.env_id]
         kinds = self._kind[eids]
         self._kind[eids] = _IDLE
@@ -310,7 +330,7 @@ class StreamEngine(EnvPoolEngine):
     def collect(self, min_count: int) -> Completion:
         """Every env reported so far, receiving batches until at least ``min_count``."""
         out, self._stash = self._stash, Completion()
-        while len(out.env_ids) + len(out.errors) < min_count and self._live:
+        while len(out.env_ids) + len(out.errors) < min_count and self._live and self._out:
             self._receive_into(out)
         return out
 
@@ -321,7 +341,7 @@ class StreamEngine(EnvPoolEngine):
             return None
         got: list[np.ndarray] = []
         count = ended = 0
-        while count < min_count and self._live:
+        while count < min_count and self._live and self._out:
             one = self._received(self._stash)
             if one is None:
                 break
@@ -340,6 +360,7 @@ class StreamEngine(EnvPoolEngine):
         """Forget every op queued and not reported: those envs' results are dropped when
         they come back (received before any new op, ``_drain``)."""
         self._stash = Completion()
+        self._recover()
         live = (self._kind > _IDLE) & (self._kind < _SPARE)
         count = int(np.count_nonzero(live))
         self._kind[live] = _DROPPED
