@@ -166,7 +166,7 @@ class StreamEngine(EnvPoolEngine):
         if ids.size:
             self._enqueue(ids, _STEP, out)
         if not leave:
-            while self._live:
+            while self._live and self._out:
                 self._receive_into(out)
 
     def _drain(self) -> None:
