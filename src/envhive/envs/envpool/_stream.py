@@ -100,6 +100,9 @@ class StreamEngine(EnvPoolEngine):
         self._out = 0  # results EnvPool owes: every env queued and not received
         self._live = 0  # envhive's envs queued and not reported (not discarded)
         self._dropped = 0  # discarded envs queued and not received
+        #: Envs queued whose rows are not plain steps of envhive's envs (resets, spares,
+        #: discarded envs): while there are none, a batch takes ``_write_steps_only``.
+        self._odd = 0
         self._receiving = False  # inside _recv (see _recover)
         # The spares' actions: one valid action each (None: the spares are reset instead).
         single = spare_action(self.layout.player_action_space, self.layout.action_dtype)
@@ -117,13 +120,14 @@ class StreamEngine(EnvPoolEngine):
         self._done[:] = True
         self._touched[:] = False
         self._kind[:] = _IDLE
-        self._out = self._live = self._dropped = 0
+        self._out = self._live = self._dropped = self._odd = 0
         self._receiving = False
 
     # -- queueing ------------------------------------------------------------------------
-    def _enqueue(self, ids: np.ndarray, kind: int, out: Completion) -> None:
+    def _enqueue(self, ids: np.ndarray, kind: int, out: Completion, odd: int) -> None:
         """Queue envs ``ids`` (``_RESET``: a ``_reset``; ``_STEP``: a ``_send`` of their
-        actions). EnvPool refusing the call fails each env in ``out``."""
+        actions), ``odd`` of them not plain steps. EnvPool refusing the call fails each env
+        in ``out``."""
         ids32 = ids.astype(np.int32)
         try:
             if kind == _RESET:
@@ -139,6 +143,7 @@ class StreamEngine(EnvPoolEngine):
         self._touched[ids] = True
         self._out += ids.size
         self._live += ids.size
+        self._odd += odd
 
     def _pad(self) -> None:
         """Step (or reset) spares so that EnvPool owes a whole batch (see the module)."""
@@ -150,21 +155,25 @@ class StreamEngine(EnvPoolEngine):
             self._pool._send([spares, spares, self._spare_rows[:spares.size]])
         self._kind[spares] = _SPARE
         self._out += spares.size
+        self._odd += spares.size
 
     def _run(self, ids: np.ndarray, seeded: bool, out: Completion, leave: bool) -> None:
         """Queue the ops of ``ids`` (RESETs of envs that have not ended as ``_reset``, the
         rest as one ``_send``); without ``leave``, receive until every env is reported."""
         self._ensure_pool()
         self._drain()
+        odd = 0  # RESETs riding in the _send (of envs that ended)
         if np.count_nonzero(self._ob.ops[ids] == RESET):  # else: steps only, one _send
             if seeded:
                 ids = self._seed(ids, out)
-            forced = (self._ob.ops[ids] == RESET) & ~self._done[ids]
+            resets = self._ob.ops[ids] == RESET
+            forced = resets & ~self._done[ids]
+            odd = int(np.count_nonzero(resets & self._done[ids]))
             if np.count_nonzero(forced):
-                self._enqueue(ids[forced], _RESET, out)
+                self._enqueue(ids[forced], _RESET, out, int(np.count_nonzero(forced)))
                 ids = ids[~forced]
         if ids.size:
-            self._enqueue(ids, _STEP, out)
+            self._enqueue(ids, _STEP, out, odd)
         if not leave:
             while self._live and self._out:
                 self._receive_into(out)
@@ -177,7 +186,7 @@ class StreamEngine(EnvPoolEngine):
             self._receive_into(self._stash)
         if self._dropped:  # a batch was lost to an interrupt (_recover): nothing is owed now
             self._kind[self._kind == _DROPPED] = _IDLE
-            self._dropped = 0
+            self._dropped = self._odd = 0
 
     def _recover(self) -> None:
         """After a Ctrl-C that struck as a ``_recv`` returned (its results are lost, and so
@@ -216,7 +225,7 @@ class StreamEngine(EnvPoolEngine):
                                                env_id=i, cause_type=type(err).__name__)
             self._close_pool()
             self._kind[:] = _IDLE
-            self._out = self._live = self._dropped = 0
+            self._out = self._live = self._dropped = self._odd = 0
             return None
 
     def _receive(self) -> tuple[np.ndarray, int]:
@@ -231,8 +240,18 @@ class StreamEngine(EnvPoolEngine):
         self._out -= self._k
         self._receiving = False
         eids = state[self.layout.env_id]
+        if not self._odd:  # the common case: every row a step of one of envhive's envs
+            self._kind[eids] = _IDLE
+            return self._write_steps_only(eids.astype(np.int64), state)
+        return self._receive_odd(eids, state)
+
+    def _receive_odd(self, eids: np.ndarray, state: list[np.ndarray]) -> tuple[np.ndarray, int]:
+        """:meth:`_receive` of a batch that may hold resets, spares or discarded envs."""
         kinds = self._kind[eids]
         self._kind[eids] = _IDLE
+        plain = kinds == _STEP
+        plain[plain] = self._ob.ops[eids[plain]] != RESET
+        self._odd -= eids.size - int(np.count_nonzero(plain))
         live = kinds < _SPARE
         if not np.count_nonzero(live):
             self._dropped -= int(np.count_nonzero(kinds == _DROPPED))
@@ -242,8 +261,30 @@ class StreamEngine(EnvPoolEngine):
             self._dropped -= int(np.count_nonzero(kinds == _DROPPED))
             rows = np.flatnonzero(live)
             eids, kinds = eids[rows], kinds[rows]
-        ids = eids.astype(np.int64)
-        return self._write_rows(ids, kinds, state, rows)
+        return self._write_rows(eids.astype(np.int64), kinds, state, rows)
+
+    def _write_steps_only(self, ids: np.ndarray, state: list[np.ndarray]) -> tuple[np.ndarray, int]:
+        """A batch of steps of envs ``ids`` (the rows in order) into the buffers and the
+        step infos' columns; STEP_RESETs that ended are queued for their reset."""
+        b, layout, info = self._ob, self.layout, self._info
+        for j, leaf, _ in self._obs_leaves:
+            leaf[ids] = state[j]
+        done, trunc = state[layout.done], state[layout.trunc]
+        b.reward[ids] = state[layout.reward]
+        b.terminated[ids] = np.greater(done, trunc)  # done & ~trunc
+        b.truncated[ids] = trunc
+        self._done[ids] = done
+        self._reset_after[ids] = False
+        rep, step = info["rep"], info["step"]
+        for j, name, _ in layout.info_keys:
+            rep[name][ids] = step[name][ids] = state[j]
+        ended = int(np.count_nonzero(done))
+        if ended:
+            new = done & (b.ops[ids] == STEP_RESET)
+            if np.count_nonzero(new):
+                return self._reset_again(ids, new, ended)
+        self._live -= ids.size
+        return ids, ended
 
     def _write_rows(self, ids: np.ndarray, kinds: np.ndarray, state: list[np.ndarray],
                     rows: Any) -> tuple[np.ndarray, int]:
@@ -257,20 +298,14 @@ class StreamEngine(EnvPoolEngine):
         ops = b.ops[ids]
         steps = kinds == _STEP
         steps &= ops != RESET  # the rows of steps; the others are resets of some kind
-        if np.count_nonzero(steps) == ids.size:  # the common case: every row a step
-            self._write_steps(ids, reward, done, trunc, slice(None))
-            self._put_rows(ids, None, values)
-            stepped_end = done
-            ended = int(np.count_nonzero(done))
-        else:
-            again = kinds == _AGAIN  # a STEP_RESET's reset: reward and flags stay the step's
-            self._write_steps(ids, reward, done, trunc, ~again)
-            self._done[ids[again]] = False
-            self._put_rows(ids, ~steps, values)
-            stepped_end = done & steps
-            ended = int(np.count_nonzero(stepped_end)) + int(np.count_nonzero(again))  # again: its step ended
-        new = stepped_end & (ops == STEP_RESET) if ended else None
-        if new is None or not np.count_nonzero(new):
+        again = kinds == _AGAIN  # a STEP_RESET's reset: reward and flags stay the step's
+        self._write_steps(ids, reward, done, trunc, ~again)
+        self._done[ids[again]] = False
+        self._put_rows(ids, ~steps, values)
+        stepped_end = done & steps
+        ended = int(np.count_nonzero(stepped_end)) + int(np.count_nonzero(again))  # again: its step ended
+        new = stepped_end & (ops == STEP_RESET)
+        if not np.count_nonzero(new):
             self._live -= ids.size
             return ids, ended
         return self._reset_again(ids, new, ended)
@@ -286,12 +321,12 @@ class StreamEngine(EnvPoolEngine):
         self._done[sid] = done[rows]
         self._reset_after[sid] = False
 
-    def _put_rows(self, ids: np.ndarray, resets: np.ndarray | None, values: dict[str, np.ndarray]) -> None:
+    def _put_rows(self, ids: np.ndarray, resets: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Info values of envs ``ids`` into the columns: ``rep``, and ``reset`` for the rows
-        of resets (``resets``; ``None``: none), ``step`` for the others."""
+        of resets (``resets``), ``step`` for the others."""
         info = self._info
-        all_resets = resets is not None and bool(resets.all())
-        no_resets = resets is None or (not all_resets and not np.count_nonzero(resets))
+        all_resets = bool(resets.all())
+        no_resets = not all_resets and not np.count_nonzero(resets)
         for name, value in values.items():
             info["rep"][name][ids] = value
             if all_resets:
@@ -299,7 +334,6 @@ class StreamEngine(EnvPoolEngine):
             elif no_resets:
                 info["step"][name][ids] = value
             else:
-                assert resets is not None
                 info["reset"][name][ids[resets]] = value[resets]
                 info["step"][name][ids[~resets]] = value[~resets]
 
@@ -314,6 +348,7 @@ class StreamEngine(EnvPoolEngine):
         self._pool._reset(again.astype(np.int32))
         self._kind[again] = _AGAIN
         self._out += again.size
+        self._odd += again.size
         report = ids[~new]
         self._live -= report.size
         return report, ended - again.size
@@ -366,6 +401,7 @@ class StreamEngine(EnvPoolEngine):
         self._kind[live] = _DROPPED
         self._dropped += count
         self._live = 0
+        self._odd = int(np.count_nonzero(self._kind != _IDLE))  # every env queued is odd now
 
 
 if TYPE_CHECKING:
