@@ -485,7 +485,7 @@ class EnvPoolEngine:
         self._settle()
         self._run(ids, True, self._stash, True)
 
-    def take_finished(self, min_count: int) -> None:
+    def take_finished(self, min_count: int) -> tuple[np.ndarray, int, InfoTable] | None:
         """No lean receive: EnvPool's finished envs come through :meth:`collect` (the pool's
         general ``recv`` path)."""
         return None
