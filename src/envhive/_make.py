@@ -13,7 +13,7 @@ from envhive._autoreset import parse_autoreset
 from envhive._memory import check_fits, size_text
 from envhive._pool import Pool
 from envhive._registry import EnvFactoryFromCallable, resolve_id
-from envhive.engines import NativeFactory, class_factory
+from envhive.engines import NativeFactory, TakesBatchSize, class_factory
 from envhive.envs.multiagent._parallel import is_parallel_env
 from envhive.errors import ConfigError
 from envhive.executors import Executor, resolve_executor
@@ -369,6 +369,10 @@ def make(
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"env_kwargs: expected a dict, got {type(env_kwargs).__name__}")
     factories, name = _resolve_envs(env, num_envs, env_kwargs, max_episode_steps)
+    if isinstance(factories[0], TakesBatchSize):
+        # An engine built for the pool's batch size (EnvPool's async mode); before the memory
+        # check, which counts what that engine holds.
+        factories[0].engine_batch_size = batch_size
     if isinstance(factories[0], NativeFactory):
         # What a compiled id's envs take, wherever they run, checked before anything is built
         # or reserved (an engine's arrays, shared blocks, frame stacks): the one place for

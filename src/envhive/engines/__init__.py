@@ -43,6 +43,7 @@ from envhive.engines._protocol import (
     HasCEntry,
     NativeFactory,
     StepAllResult,
+    TakesBatchSize,
 )
 from envhive.engines._registry import (
     CompiledEnv,
@@ -65,6 +66,7 @@ __all__ = [
     "HasCEntry",
     "NativeFactory",
     "StepAllResult",
+    "TakesBatchSize",
     "CompiledEnv",
     "EngineKind",
     "register_kind",

@@ -32,7 +32,8 @@ import numpy as np
 from envhive._buffers import Buffers
 from envhive._report import Completion, EnvProps
 
-__all__ = ["Engine", "AsyncEngine", "HasCEntry", "CEntry", "NativeFactory", "NativeProblem", "StepAllResult"]
+__all__ = ["Engine", "AsyncEngine", "HasCEntry", "CEntry", "NativeFactory", "NativeProblem", "StepAllResult",
+           "TakesBatchSize"]
 
 
 class NativeProblem(NamedTuple):
@@ -216,6 +217,22 @@ class HasCEntry(Protocol):
     def c_entry(self) -> CEntry:
         """The C entry (call after ``bind``)."""
         ...
+
+
+@runtime_checkable
+class TakesBatchSize(Protocol):
+    """A factory whose engine is built for the pool's ``batch_size`` (envs per ``recv``):
+    ``make`` sets ``engine_batch_size`` before the engine is built (``None``: every env, a
+    sync pool). EnvPool's engine builds EnvPool's pool in its async mode for a smaller one.
+
+    Examples:
+        >>> class Hinted:
+        ...     engine_batch_size = None
+        >>> isinstance(Hinted(), TakesBatchSize), isinstance(object(), TakesBatchSize)
+        (True, False)
+    """
+
+    engine_batch_size: int | None
 
 
 @runtime_checkable

@@ -25,10 +25,17 @@ A seeded reset of some envs while others are running cannot be honoured (EnvPool
 reseed one env): it fails as that env's error, saying so. Seeds must fit an int32, as in
 EnvPool. An env without a seed at a build gets a fresh random one.
 
+**Sync steps.** A ``step`` of every env with no RESET among the ops is one ``_send`` and one
+``_recv``; its step infos are EnvPool's own result arrays (each ``_recv`` returns fresh ones),
+handed to the pool without a copy.
+
 **Async.** ``start`` issues the call (after collecting the one in flight, if any, into a stash)
 and returns while EnvPool's threads run it; ``collect`` hands over the stash, collecting the
 call in flight when that is not enough. Infos are kept in columns read through an
-:class:`~envhive._infos.InfoTable`.
+:class:`~envhive._infos.InfoTable`. This engine serves pools whose ``recv`` returns every env
+(``batch_size = num_envs``) and multi-player ids; a single-player pool with a smaller
+``batch_size`` gets :class:`~envhive.envs.envpool._stream.StreamEngine`, which runs EnvPool's
+pool in EnvPool's async mode (many envs queued at once, no call boundaries).
 
 Multi-player ids (``max_num_players > 1``, pgx's board games, highway's multi-agent) run on the
 agent axis; EnvPool pools of several players are never in sync mode, so theirs is built with
@@ -129,6 +136,8 @@ class EnvPoolEngine:
         with real_envpool():
             self.layout = layout = Layout(ep.make_spec(task_id, num_envs=n, **spec_kwargs))
         self._multi = layout.players > 1
+        #: step_all may take ``_step_plain`` (EnvPool's pool in sync mode, one player).
+        self._lean_sync = not self._multi
         self.props = EnvProps(layout.observation_space, layout.action_space,
                               {"render_modes": ["rgb_array"]}, kwargs.get("render_mode"), None, layout.agents)
         self._pool: Any = None
@@ -385,6 +394,8 @@ class EnvPoolEngine:
         stepped = actions if plain else actions[ops != RESET]
         if stepped.size and not self._codec.in_bounds(stepped):  # type: ignore[attr-defined]
             return _result(StepAllResult, (self._first_bad(actions, ops), 0, None, None))
+        if plain and self._lean_sync and self._flight is None and self._pool is not None:
+            return self._step_plain(actions, ops)
         if actions is not b.actions:
             b.actions[...] = actions
         self._settle()
@@ -403,6 +414,53 @@ class EnvPoolEngine:
             reset = self._info["reset"]
             reset_infos = {i: {k: v[i] for k, v in reset.items()} for i in np.flatnonzero(again).tolist()}
         return _result(StepAllResult, (-1, done, step_infos, reset_infos))
+
+    def _step_plain(self, actions: np.ndarray, ops: np.ndarray) -> StepAllResult:
+        """``step_all``'s common case: every env steps (no RESET op) in one ``_send``/``_recv``
+        and nothing else runs. The step infos are EnvPool's own result arrays (each ``_recv``
+        hands out fresh ones), so they are neither copied nor written into the info columns:
+        the columns are only read for envs reported through the table, whose rows are written
+        by the op that reports them. The envs a STEP_RESET ended are reset as on the general
+        path (``"again"``). The actions go to EnvPool only (the general path reads them from
+        the pool's buffers)."""
+        b, layout, pool, every = self._ob, self.layout, self._pool, self._every32
+        # In flight while EnvPool runs it: a Ctrl-C as _send or _recv returns leaves it to the
+        # next call's _settle (a _recv in sync mode with nothing in flight returns no rows).
+        self._flight = _Call("send", self._every)
+        try:
+            pool._send([every, every, np.asarray(actions).astype(layout.action_dtype)])
+            state = pool._recv()
+        except Exception as err:  # EnvPool raised: as on the general path, env 0's error first
+            self._flight = None
+            raise EnvWorkerError(f"EnvPool {self.task_id}: {type(err).__name__}: {err}", env_id=0,
+                                 cause_type=type(err).__name__) from err
+        self._flight = None
+        for j, leaf, _ in self._obs_leaves:
+            leaf[...] = state[j]
+        done, trunc = state[layout.done], state[layout.trunc]
+        b.reward[...] = state[layout.reward]
+        np.greater(done, trunc, out=b.terminated)  # done & ~trunc
+        b.truncated[...] = trunc
+        self._done[...] = done
+        self._touched.fill(True)
+        self._reset_after.fill(False)
+        step_infos = {name: state[j] for j, name, _ in layout.info_keys}
+        count = int(np.count_nonzero(done))
+        ended = np.flatnonzero(done & (ops == STEP_RESET)) if count else _NONE
+        if not ended.size:
+            return _result(StepAllResult, (-1, count, step_infos, None))
+        if self._final_leaves is not None:
+            for (_, leaf, _), (_, final, _) in zip(self._obs_leaves, self._final_leaves):
+                final[ended] = leaf[ended]
+        self._reset_after[ended] = True
+        out = Completion()
+        self._issue("again", ended)
+        self._complete(out)
+        if out.errors:
+            raise out.errors[min(out.errors)]
+        reset = self._info["reset"]
+        reset_infos = {i: {k: v[i] for k, v in reset.items()} for i in ended.tolist()}
+        return _result(StepAllResult, (-1, count, step_infos, reset_infos))
 
     def _first_bad(self, actions: Any, ops: np.ndarray) -> int:
         """The first env whose action is outside the action space (RESET rows excepted)."""
@@ -427,7 +485,7 @@ class EnvPoolEngine:
         self._settle()
         self._run(ids, True, self._stash, True)
 
-    def take_finished(self, min_count: int) -> None:
+    def take_finished(self, min_count: int) -> tuple[np.ndarray, int, InfoTable] | None:
         """No lean receive: EnvPool's finished envs come through :meth:`collect` (the pool's
         general ``recv`` path)."""
         return None

@@ -37,9 +37,9 @@ __all__ = ["EnvPoolFactory", "envpool_factory", "bench_peers", "check_kwargs"]
 _ENVHIVE_KEYS = ("num_envs", "batch_size", "num_threads")
 
 
-def check_kwargs(task_id: str, kwargs: dict[str, Any]) -> None:
+def check_kwargs(task_id: str, kwargs: dict[str, Any]) -> Any:
     """Refuse keywords EnvPool's spec for ``task_id`` does not take (with close matches), and
-    those envhive decides, before anything is built."""
+    those envhive decides, before anything is built; returns the id's default config."""
     for key in _ENVHIVE_KEYS:
         if key in kwargs:
             raise ConfigError(f"envpool/{task_id}: {key} is envhive's to decide "
@@ -54,6 +54,7 @@ def check_kwargs(task_id: str, kwargs: dict[str, Any]) -> None:
             raise UnexpectedKeywordError(
                 f"envpool/{task_id}: unexpected keyword {key!r}" + (f"; did you mean {', '.join(near)}?" if near else "")
             )
+    return config
 
 
 class EnvPoolFactory:
@@ -63,21 +64,35 @@ class EnvPoolFactory:
     preferred_executor = "native"
     preferred_min_envs = 1
     engine_device: Any = None  # host arrays only
+    #: The pool's ``batch_size`` (``make`` sets it): below ``num_envs``, a single-player id's
+    #: engine runs EnvPool's pool in its async mode (``_stream``).
+    engine_batch_size: int | None = None
 
     def __init__(self, task_id: str, kwargs: dict[str, Any]) -> None:
-        check_kwargs(task_id, kwargs)
+        config = check_kwargs(task_id, kwargs)
         self.task_id = task_id
         self.kwargs = dict(kwargs)
+        self._players = int(getattr(config, "max_num_players", 1))
 
     def __call__(self) -> EnvPoolEnv:
         from envhive.envs.envpool._single import EnvPoolEnv
 
         return EnvPoolEnv(self.task_id, self.kwargs)
 
-    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
-        """The whole batch in one EnvPool pool (``num_threads``: EnvPool's threads)."""
-        from envhive.envs.envpool._engine import EnvPoolEngine
+    def _stream_batch(self, num_envs: int) -> int | None:
+        """EnvPool's async batch size for ``num_envs`` envs (``None``: its sync mode)."""
+        k = self.engine_batch_size
+        return k if self._players == 1 and isinstance(k, int) and 1 <= k < num_envs else None
 
+    def native_engine(self, num_envs: int, num_threads: int | None = None) -> Engine:
+        """The whole batch in one EnvPool pool (``num_threads``: EnvPool's threads): in its
+        async mode when the pool's ``recv`` returns fewer than ``num_envs`` envs."""
+        from envhive.envs.envpool._engine import EnvPoolEngine
+        from envhive.envs.envpool._stream import StreamEngine
+
+        k = self._stream_batch(num_envs)
+        if k is not None:
+            return StreamEngine(self.task_id, self.kwargs, num_envs, num_threads, k)
         return EnvPoolEngine(self.task_id, self.kwargs, num_envs, num_threads)
 
     def native_problem(self) -> None:
@@ -88,7 +103,8 @@ class EnvPoolFactory:
         """Memory one env takes, estimated from EnvPool's spec: its rows of the pool's buffers
         (observations, terminal observations, actions, flags) and EnvPool's own state arrays,
         counted twice (its queue holds the batch being read and the one being written). The
-        simulator's own state (a physics model, a game) is not in the spec and not counted."""
+        simulator's own state (a physics model, a game) is not in the spec and not counted.
+        In EnvPool's async mode the spare envs' state is shared out over the batch."""
         from envhive._buffers import BufferSpec
         from envhive.envs.envpool._layout import Layout
 
@@ -103,7 +119,9 @@ class EnvPoolFactory:
             a = spec.state_array_spec[key]
             shape = [layout.players if d == -1 else int(d) for d in a.shape]
             state += int(np.prod(shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
-        return int(rows + 2 * state)
+        k = self._stream_batch(num_envs)
+        spares = (k - 1) / num_envs if k is not None else 0.0
+        return int(rows + 2 * state * (1 + spares))
 
     def key(self) -> tuple[Any, ...]:
         """What must be equal for two factories to share one engine."""
