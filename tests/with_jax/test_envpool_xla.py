@@ -6,6 +6,10 @@ in EnvPool's layout with every info, gym and dm, sync and async, for 200+ steps;
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -25,6 +29,17 @@ def _ids(case: str) -> tuple[str, dict]:
         pytest.importorskip("ale_py")
         return "Pong-v5", {"episodic_life": True, "zero_discount_on_life_loss": True, "stack_num": 2}
     return "CartPole-v1", {}
+
+
+@contextlib.contextmanager
+def _twins(make: Any, task: str, n: int, seed: int, **kw: Any) -> Iterator[tuple[Any, Any]]:
+    """Two pools of one id and seed: one stepped through ``xla()``, one eagerly."""
+    env, twin = make(task, num_envs=n, seed=seed, **kw), make(task, num_envs=n, seed=seed, **kw)
+    try:
+        yield env, twin
+    finally:
+        env.close()
+        twin.close()
 
 
 def _policy_np(obs: np.ndarray, t: int) -> np.ndarray:
@@ -50,10 +65,7 @@ def _assert_tree_equal(got: object, want: object, where: str) -> None:
 @pytest.mark.parametrize("case", ["cartpole", "pong"])
 def test_jitted_gym_steps_carried_from_an_eager_reset_equal_eager_steps(case: str) -> None:
     task, kw = _ids(case)
-    n = 4
-    env = envpool.make_gym(task, num_envs=n, seed=7, **kw)
-    twin = envpool.make_gym(task, num_envs=n, seed=7, **kw)
-    try:
+    with _twins(envpool.make_gym, task, 4, 7, **kw) as (env, twin):
         handle, _, _, step = env.xla()
         obs, info = env.reset()
         obs2, info2 = twin.reset()
@@ -78,18 +90,12 @@ def test_jitted_gym_steps_carried_from_an_eager_reset_equal_eager_steps(case: st
             _assert_tree_equal(states, want, f"{task} steps {start}..{start + 9}")
             obs = obs_j
         assert int(np.max(want[-1]["elapsed_step"])) > 0
-    finally:
-        env.close()
-        twin.close()
 
 
 @pytest.mark.parametrize("case", ["cartpole", "pong"])
 def test_jitted_dm_timesteps_carried_from_an_eager_reset_equal_eager_ones(case: str) -> None:
     task, kw = _ids(case)
-    n = 3
-    env = envpool.make_dm(task, num_envs=n, seed=11, **kw)
-    twin = envpool.make_dm(task, num_envs=n, seed=11, **kw)
-    try:
+    with _twins(envpool.make_dm, task, 3, 11, **kw) as (env, twin):
         handle, _, _, step = env.xla()
         ts, ts2 = env.reset(), twin.reset()
 
@@ -118,16 +124,11 @@ def test_jitted_dm_timesteps_carried_from_an_eager_reset_equal_eager_ones(case: 
             lost_life |= bool(np.any(np.asarray(ts.discount) == 0.0))
         if case == "cartpole":
             assert lost_life  # episodes ended inside the jitted calls (discount 0 there)
-    finally:
-        env.close()
-        twin.close()
 
 
 def test_jitted_async_recv_send_equal_eager_ones_and_every_row_is_a_live_env() -> None:
     n, k = 6, 3
-    env = envpool.make_gym("CartPole-v1", num_envs=n, batch_size=k, seed=5)
-    twin = envpool.make_gym("CartPole-v1", num_envs=n, batch_size=k, seed=5)
-    try:
+    with _twins(envpool.make_gym, "CartPole-v1", n, 5, batch_size=k) as (env, twin):
         handle, recv, send, _ = env.xla()
         env.async_reset()
         twin.async_reset()
@@ -149,9 +150,6 @@ def test_jitted_async_recv_send_equal_eager_ones_and_every_row_is_a_live_env() -
             assert len(set(ids.tolist())) == k
             seen[ids] += 1
         assert (seen > 0).all()
-    finally:
-        env.close()
-        twin.close()
 
 
 def test_a_sync_send_of_fewer_envs_is_refused_at_its_recv_with_the_shapes_named() -> None:
