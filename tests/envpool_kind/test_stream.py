@@ -65,13 +65,14 @@ def _sync_per_env(task, kwargs, n, steps, mode, table):
         env.close()
 
 
-def _stream_per_env(task, kwargs, n, k, steps, mode, table, lean=True):
+def _stream_per_env(task, kwargs, n, k, steps, mode, table, general=None):
     """The same through EnvPool's async mode: EnvPool's send/recv loop, each env sent its
-    next action from ``table`` as it comes back."""
+    next action from ``table`` as it comes back. ``general``: a ``monkeypatch`` with which the
+    pool's lean send/recv paths are turned off (the general path)."""
     env = envhive.make(f"envpool/{task}", n, env_kwargs=kwargs, seed=7, autoreset=mode, batch_size=k)
     assert type(env.pool.executor._engine) is _stream.StreamEngine
-    if not lean:
-        env.pool._paths = env.pool._paths.without("lean_recv", "lean_send")
+    if general is not None:
+        general.setattr(env.pool, "_paths", env.pool._paths.without("lean_recv", "lean_send"))
     out = {i: [] for i in range(n)}
     try:
         env.async_reset()
@@ -119,12 +120,12 @@ def test_async_mode_equals_the_sync_engine_per_env(task, kwargs, mode):
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_the_lean_recv_equals_the_general_recv(mode):
+def test_the_lean_recv_equals_the_general_recv(mode, monkeypatch):
     task, kwargs = CASES[0]
     n, k, steps = 4, 2, 8
     table = _action_table(envhive.make(f"envpool/{task}", 1).single_action_space, n, steps + 1)
     lean = _stream_per_env(task, kwargs, n, k, steps, mode, table)
-    _assert_same_per_env(_stream_per_env(task, kwargs, n, k, steps, mode, table, lean=False), lean, steps)
+    _assert_same_per_env(_stream_per_env(task, kwargs, n, k, steps, mode, table, general=monkeypatch), lean, steps)
 
 
 @pytest.mark.parametrize("spares_reset", [False, True], ids=["spares-step", "spares-reset"])
