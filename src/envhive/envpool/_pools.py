@@ -257,9 +257,10 @@ class EnvPoolBase:
         return self.__repr__()
 
     def _out(self, b: Any, reset: bool) -> Any:
-        return self._out_layout(self._layout, b, reset)
+        raise NotImplementedError
 
     def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
+        """``_out`` with another layouter (``xla()``'s template)."""
         raise NotImplementedError
 
 
@@ -356,6 +357,9 @@ class GymnasiumEnvPool(EnvPoolBase, GymVectorEnv, gym.Env):  # type: ignore[misc
                 env_id = np.flatnonzero(mask)
         return self._reset_envs(env_id)
 
+    def _out(self, b: Any, reset: bool) -> Any:
+        return self._layout.gym(b, reset)
+
     def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
         return layout.gym(b, reset)
 
@@ -388,6 +392,9 @@ class DMEnvPool(EnvPoolBase, _dm_base()):  # type: ignore[misc]
     def action_spec(self) -> Any:
         """The dm_env spec of the action."""
         return self.spec.action_spec()
+
+    def _out(self, b: Any, reset: bool) -> Any:
+        return self._layout.dm(b)
 
     def _out_layout(self, layout: Layouter, b: Any, reset: bool = False) -> Any:
         return layout.dm(b)
