@@ -129,6 +129,18 @@ def _same(got, want) -> None:
         np.testing.assert_array_equal(g.mask, w.mask, err_msg=key)
 
 
+def test_batch_infos_rows_in_completion_order():
+    """Rows given out of order (an async recv's envs by env id, in completion order) land at
+    their rows, also when they cover every row from 0 to n-1."""
+    from envhive._infos import batch_infos, take_infos
+
+    out = batch_infos([(0, {"x": 0}), (1, {"x": 1}), (3, {"x": 3}), (2, {"x": 2}), (4, {"x": 4})], 5)
+    assert out["x"].values.tolist() == [0, 1, 2, 3, 4] and out["x"].mask.all()
+    kept = {i: {"lives": i * 10} for i in range(4)}
+    infos, _, _ = take_infos(kept, {}, [3, 1, 0, 2], 4, by_env=True)
+    assert infos["lives"].values.tolist() == [0, 10, 20, 30]
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_info_table_rows_are_the_per_env_dicts(data):

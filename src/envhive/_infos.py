@@ -93,7 +93,8 @@ def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> InfoColumns:
     it, and keys keep the order in which they first appear.
 
     Args:
-        items: ``(row, info)`` pairs, in row order.
+        items: ``(row, info)`` pairs, distinct rows in any order (``by_env`` takes give
+            them in completion order).
         n: the number of rows in the batch.
 
     Examples:
@@ -132,8 +133,8 @@ def batch_infos(items: list[tuple[int, dict[str, Any]]], n: int) -> InfoColumns:
         slots, values = col
         array = _new_slot_array(values[0], n)
         mask = np.zeros(n, dtype=np.bool_)
-        if len(slots) == n and slots[0] == 0 and slots[-1] == n - 1:
-            where: Any = slice(None)  # every slot, in order (slots are distinct, ascending)
+        if len(slots) == n and slots == list(range(n)):
+            where: Any = slice(None)  # every slot, in order
         else:
             where = slots
         try:
