@@ -272,3 +272,53 @@ def test_more_workers_than_cores_keep_results_and_async_order(name: str) -> None
         while len(seen) < 2 * n:
             seen += env.recv()[4]["env_id"].tolist()
         assert sorted(seen[n:]) == list(range(n))
+
+
+
+_TICKS = {"wall": 0.0}
+_CPU = threading.local()
+_TICK_LOCK = threading.Lock()
+
+
+def _wall() -> float:
+    return _TICKS["wall"]
+
+
+def _thread_cpu() -> float:
+    return getattr(_CPU, "used", 0.0)
+
+
+class _Ticking(CountingEnv):
+    """A step costs one tick of its thread's fake CPU clock and ``wall`` ticks of the shared
+    fake wall clock: 1 as under the GIL (two threads' steps add up), 0.5 as if two threads
+    ran their steps side by side."""
+
+    wall = 1.0
+
+    def step(self, action: Any) -> Any:
+        with _TICK_LOCK:
+            _TICKS["wall"] += self.wall
+        _CPU.used = _thread_cpu() + 1.0
+        return super().step(action)
+
+
+class _TickingFree(_Ticking):
+    wall = 0.5
+
+
+def test_gil_reading_is_not_fooled_by_a_slow_earlier_step() -> None:
+    """The two-thread test reads the speedup against one step's time measured earlier
+    (``alone``); when that step was slow (a cold cache, a busy moment), the wall clock reads a
+    GIL-bound step as running in parallel. The threads' CPU clocks do not: a thread waiting
+    for the GIL uses no CPU, so two GIL-bound threads' CPU time adds up to the wall time."""
+    for env_class, free in ((_Ticking, 0.0), (_TickingFree, 1.0)):
+        env = env_class()
+        env.reset()
+        try:
+            # One step took 3 ticks earlier: by the wall clock alone, even the GIL-bound step reads free.
+            assert _auto._gil_free(env_class, env, 8, 3.0, _wall, 2.0, cpu_clock=_thread_cpu) == 1.0
+            assert _auto._gil_free(env_class, env, 8, 3.0, _wall, 2.0, waits=0.0, cpu_clock=_thread_cpu) == free
+            # A step that mostly waits: its CPU share is no figure to divide by; the wall reads.
+            assert _auto._gil_free(env_class, env, 8, 3.0, _wall, 2.0, waits=0.9, cpu_clock=_thread_cpu) == 1.0
+        finally:
+            env.close()

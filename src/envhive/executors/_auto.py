@@ -244,27 +244,38 @@ _MIN_PARALLEL = 1.2
 
 
 def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
-              clock: Callable[[], float], parallel: float = 2.0) -> float | None:
+              clock: Callable[[], float], parallel: float = 2.0, waits: float | None = None,
+              cpu_clock: Callable[[], float] = time.thread_time) -> float | None:
     """Share of a step that runs without the GIL, from 2 envs in 2 threads vs 1 alone.
 
     Amdahl with two threads on ``p`` cores (``parallel``: 2 on an idle machine, fewer when
     other work holds some of them): ``speedup = 1 / ((1 - f) + f / p)``, so
-    ``f = (1 - 1/speedup) / (1 - 1/p)``. ``None`` if a step raises in a thread (the thread
-    executor would fail the same way).
+    ``f = (1 - 1/speedup) / (1 - 1/p)``. Read from the wall clock against ``alone`` (one
+    step's wall time, measured earlier), a slow earlier measurement reads as a gain. So the
+    speedup is also read from the threads' own CPU clocks, which the noise of that earlier
+    measurement does not reach: a thread waiting for the GIL uses no CPU, so the two threads'
+    CPU time over the wall time, over a step's CPU share ``1 - waits`` (``waits``: the share
+    of its wall time it waits), is the speedup they got (read for steps that mostly compute,
+    where a misread costs most). The lower reading is kept: a
+    GIL-bound step read as free costs a pool up to half its speed on threads, the other way
+    round only the hand-off costs of processes. ``None`` if a step raises in a thread (the
+    thread executor would fail the same way).
     """
     second = build_env(factory, 0)
+    used = [0.0, 0.0]
     try:
         second.reset()
         envs = (first, second)
         failed: list[BaseException] = []
 
-        def run(env: Any) -> None:
+        def run(i: int) -> None:
             try:
-                _step_loop(env, _actions(env, 8), lambda k: k >= steps, clock, time.thread_time)
+                _, cpus, _ = _step_loop(envs[i], _actions(envs[i], 8), lambda k: k >= steps, clock, cpu_clock)
+                used[i] = sum(cpus)
             except BaseException as err:  # reported below: threads are not an option then
                 failed.append(err)
 
-        threads = [threading.Thread(target=run, args=(e,), daemon=True) for e in envs]
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(2)]
         t0 = clock()
         for t in threads:
             t.start()
@@ -275,9 +286,17 @@ def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
         second.close()
     if failed or both <= 0:
         return None
-    speedup = 2 * steps * alone / both
     p = max(_MIN_PARALLEL, min(2.0, parallel))
-    return min(1.0, max(0.0, (1 - 1 / speedup) / (1 - 1 / p)))
+
+    def amdahl(speedup: float) -> float:
+        return min(1.0, max(0.0, (1 - 1 / max(speedup, 1e-9)) / (1 - 1 / p)))
+
+    by_wall = amdahl(2 * steps * alone / both)
+    if waits is None or waits > 0.5:
+        # A step that mostly waits: its CPU share is too small a figure to divide by, and
+        # the GIL it holds is the small part the wall reading already shows.
+        return by_wall
+    return min(by_wall, amdahl(sum(used) / (both * (1.0 - waits))))
 
 
 def probe(
@@ -323,7 +342,9 @@ def probe(
         if wall >= CHEAP_STEP_S:
             measured = _measure_load(load, cores or usable_cpus())
             parallel = 2.0 if measured is None else cores_for(2, measured.cores, measured.others)
-            gil = _gil_free(factory, env, len(walls), wall, clock, parallel)
+            others = 0.0 if measured is None else measured.others
+            waits = max(0.0, wall - min(cpu, wall) / cores_for(1, cores or usable_cpus(), others)) / wall
+            gil = _gil_free(factory, env, len(walls), wall, clock, parallel, waits, cpu_clock)
         return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), _info_cost(info, clock),
                         picklable, len(walls), clock() - start, load=measured)
     except Exception as err:
