@@ -101,12 +101,14 @@ def test_a_child_that_exits_leaves_the_parents_pool_running(tmp_path, name):
     assert "Traceback" not in stderr and "AssertionError" not in stderr, stderr
 
 
-def test_a_child_using_the_parents_pool_gets_a_clear_error(tmp_path):
+@pytest.mark.parametrize("name", ["process", "thread"])
+def test_a_child_using_the_parents_pool_gets_a_clear_error(tmp_path, name):
     """Every call of the child's copy of the pool raises ``ClosedError`` naming the fork,
-    before anything touches the buffers or the workers it shares with the parent (it used to
-    post commands to the parent's workers, and fail on ``is_alive``); the parent's pool is
+    before anything touches the buffers or the workers it shares with the parent (the process
+    executor used to post commands to the parent's workers, and fail on ``is_alive``; the
+    thread executor's copy waited for threads the child does not have); the parent's pool is
     untouched."""
-    check_child_use(tmp_path, "process")
+    check_child_use(tmp_path, name)
 
 
 @pytest.mark.skipif("ray" not in available_executors(), reason="needs ray")

@@ -353,6 +353,9 @@ class ThreadExecutor(Executor):
     """
 
     name = "thread"
+    #: Its threads are this process's: a forked child has none of them (and maybe a copy of
+    #: a lock one of them held), so the child's copy of the pool refuses every call.
+    fork_safe = False
 
     def __init__(self, num_threads: int | None = None, *, revisit: bool = False) -> None:
         if num_threads is not None and (
@@ -364,6 +367,7 @@ class ThreadExecutor(Executor):
         self.num_threads = None if num_threads is None else int(num_threads)
         self._state = _State()
         self._finalizer = weakref.finalize(self, self._state.shutdown)
+        _LIVE.add(self)
         self._closed = False
         self._runner: EnvRunner | None = None  # every env, for call/set_attr in the caller
         self._map = SliceMap(0, 1)
@@ -613,6 +617,15 @@ class ThreadExecutor(Executor):
         assert self._runner is not None
         self._runner.set_attr(name, values, env_ids)
 
+    def _left_behind(self) -> None:
+        """In a process forked from this one: let go of the threads and envs without touching
+        them. Shutting down would take the lock a parent's thread may have held at the fork
+        (forever, in the child) and join threads the child does not have; closing the envs
+        could close what they share with the parent's copies (a socket, a file)."""
+        self._finalizer.detach()
+        self._closed = True
+        self._runner = None
+
     def close(self) -> None:
         self._closed = True
         if not self._finalizer.alive:  # shut down already (a close cut short before it began
@@ -646,3 +659,16 @@ def _merge(parts: list[Completion]) -> Completion:
         out.extend(c)
     return out
 
+
+
+#: Every thread executor of this process; a forked child lets go of its copies (``_left_behind``).
+_LIVE: weakref.WeakSet[ThreadExecutor] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for executor in list(_LIVE):
+        executor._left_behind()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
