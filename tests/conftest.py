@@ -90,20 +90,24 @@ def _where(items) -> list[str]:
     seen: dict[str, int] = {}
     where = []
     for item, case in zip(items, found):
-        params = getattr(getattr(item, "callspec", None), "params", {})
         if case is not None:
             executors = sorted(cases[case[0]])
             picked = executors[zlib.crc32(case[0].encode()) % len(executors)]
             where.append(_DEFAULT if case[1] == picked else _REST)
-        elif ray_all or "ray" not in [v for v in params.values() if isinstance(v, str)]:
+        elif ray_all or not _on_ray(item):
             where.append(_DEFAULT)
         elif item.path.name not in RAY_SUITES:
             where.append(_NEVER)
         else:
-            function = f"{item.path}::{item.originalname}"
+            function = f"{item.path}::{item.originalname}"  # its ray cases in collection order
             seen[function] = k = seen.get(function, 0) + 1
             where.append(_DEFAULT if k <= RAY_SAMPLE else _REST if k <= RAY_CASES else _NEVER)
     return where
+
+
+def _on_ray(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "ray" in [v for v in params.values() if isinstance(v, str)]
 
 
 def pytest_collection_modifyitems(config, items):

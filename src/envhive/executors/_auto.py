@@ -256,10 +256,10 @@ def _gil_free(factory: Callable[[], Any], first: Any, steps: int, alone: float,
     measurement does not reach: a thread waiting for the GIL uses no CPU, so the two threads'
     CPU time over the wall time, over a step's CPU share ``1 - waits`` (``waits``: the share
     of its wall time it waits), is the speedup they got (read for steps that mostly compute,
-    where a misread costs most). The lower reading is kept: a
-    GIL-bound step read as free costs a pool up to half its speed on threads, the other way
-    round only the hand-off costs of processes. ``None`` if a step raises in a thread (the
-    thread executor would fail the same way).
+    where a misread costs most). The lower reading is kept: a GIL-bound step read as free
+    costs a pool up to half its speed on threads, the other way round only the hand-off costs
+    of processes. ``None`` if a step raises in a thread (the thread executor would fail the
+    same way).
     """
     second = build_env(factory, 0)
     used = [0.0, 0.0]

@@ -660,7 +660,6 @@ def _merge(parts: list[Completion]) -> Completion:
     return out
 
 
-
 #: Every thread executor of this process; a forked child lets go of its copies (``_left_behind``).
 _LIVE: weakref.WeakSet[ThreadExecutor] = weakref.WeakSet()
 
