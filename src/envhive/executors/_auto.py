@@ -340,10 +340,11 @@ def probe(
         wall, cpu = _median(walls), _median(cpus)
         gil, measured = None, None
         if wall >= CHEAP_STEP_S:
-            measured = _measure_load(load, cores or usable_cpus())
+            usable = cores or usable_cpus()
+            measured = _measure_load(load, usable)
             parallel = 2.0 if measured is None else cores_for(2, measured.cores, measured.others)
             others = 0.0 if measured is None else measured.others
-            waits = max(0.0, wall - min(cpu, wall) / cores_for(1, cores or usable_cpus(), others)) / wall
+            waits = max(0.0, wall - min(cpu, wall) / cores_for(1, usable, others)) / wall
             gil = _gil_free(factory, env, len(walls), wall, clock, parallel, waits, cpu_clock)
         return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), _info_cost(info, clock),
                         picklable, len(walls), clock() - start, load=measured)
