@@ -344,7 +344,7 @@ def probe(
             measured = _measure_load(load, usable)
             parallel = 2.0 if measured is None else cores_for(2, measured.cores, measured.others)
             others = 0.0 if measured is None else measured.others
-            waits = max(0.0, wall - min(cpu, wall) / cores_for(1, usable, others)) / wall
+            waits = _wait_time(wall, min(cpu, wall), usable, others) / wall
             gil = _gil_free(factory, env, len(walls), wall, clock, parallel, waits, cpu_clock)
         return EnvCosts(wall, min(cpu, wall), gil, _nbytes(obs), _info_cost(info, clock),
                         picklable, len(walls), clock() - start, load=measured)
@@ -387,7 +387,12 @@ def _nbytes(obs: Any) -> int:
 def _waiting(costs: EnvCosts, cores: float) -> float:
     """The part of a step's wall time spent waiting (sleep, I/O), not computing: what is left
     beyond its CPU time at the share of a core the probe's caller got beside the other load."""
-    return max(0.0, costs.step_wall - costs.step_cpu / cores_for(1, cores, costs.others))
+    return _wait_time(costs.step_wall, costs.step_cpu, cores, costs.others)
+
+
+def _wait_time(wall: float, cpu: float, cores: float, others: float) -> float:
+    """:func:`_waiting` of a step of ``wall`` and ``cpu`` seconds beside ``others`` busy cores."""
+    return max(0.0, wall - cpu / cores_for(1, cores, others))
 
 
 def predict(costs: EnvCosts, executor: str, workers: int, num_envs: int, cores: float,
